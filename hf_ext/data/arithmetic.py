@@ -37,7 +37,7 @@ def make_problem(rng: random.Random, difficulty: int) -> tuple[str, int]:
     """One expression (e.g. ``"12 + 7 * 3"``) and its integer value under Python precedence."""
     operands, ops = _operands_and_ops(rng, difficulty)
     expr = str(operands[0])
-    for op, x in zip(ops, operands[1:]):
+    for op, x in zip(ops, operands[1:], strict=True):
         expr += f" {op} {x}"
     return expr, eval(expr)  # noqa: S307 - digits and + - * only, built just above
 

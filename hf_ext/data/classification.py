@@ -11,9 +11,7 @@ from .stdlib_text import stdlib_docstrings
 FAMILIES = ("asyncio", "email", "tkinter", "xml", "logging", "multiprocessing", "unittest", "http")
 
 
-def docstring_classification(
-    num_classes: int = 4, validation_fraction: float = 0.2, seed: int = 0
-) -> DatasetDict:
+def docstring_classification(num_classes: int = 4, validation_fraction: float = 0.2, seed: int = 0) -> DatasetDict:
     """Balanced train/validation splits with columns ``text`` and ``label`` (a ``ClassLabel``).
 
     Classes are the first ``num_classes`` of :data:`FAMILIES`; every class keeps as many
@@ -30,14 +28,16 @@ def docstring_classification(
     for doc in stdlib_docstrings():
         if doc.family in names:
             by_family[doc.family].append(doc.text)
-    per_class = min(len(by_family[name]) for name in names)
+    # Some docstrings repeat verbatim (overrides, aliases); keep one copy so no text is in both splits.
+    unique = {name: list(dict.fromkeys(by_family[name])) for name in names}
+    per_class = min(len(unique[name]) for name in names)
     if per_class < 10:
         raise RuntimeError(f"too few standard-library docstrings for classes {names}: {per_class} per class")
     rng = random.Random(f"docstrings-{num_classes}-{seed}")
     num_validation = max(1, round(per_class * validation_fraction))
     splits: dict[str, dict[str, list]] = {s: {"text": [], "label": []} for s in ("train", "validation")}
     for label, name in enumerate(names):
-        texts = rng.sample(by_family[name], per_class)
+        texts = rng.sample(unique[name], per_class)
         for split, chunk in (("validation", texts[:num_validation]), ("train", texts[num_validation:])):
             splits[split]["text"].extend(chunk)
             splits[split]["label"].extend([label] * len(chunk))

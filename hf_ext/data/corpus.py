@@ -44,4 +44,6 @@ def _pack(texts: list[str | None], tokenizer: PreTrainedTokenizerBase, block_siz
         stream.extend(ids)
         stream.append(tokenizer.eos_token_id)
     blocks = [stream[i : i + block_size] for i in range(0, len(stream) - block_size + 1, block_size)]
-    return Dataset.from_dict({"input_ids": blocks, "attention_mask": [[1] * block_size] * len(blocks), "labels": blocks})
+    return Dataset.from_dict(
+        {"input_ids": blocks, "attention_mask": [[1] * block_size] * len(blocks), "labels": blocks}
+    )

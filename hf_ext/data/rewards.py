@@ -6,9 +6,7 @@ from typing import Any
 
 # A number not glued to a preceding word character or dot: "-12", "1,234", "3.0".
 # A minus counts as a sign only when it does not follow a digit ("5-3" is a subtraction).
-_NUMBER = re.compile(
-    r"(?<![\w.])(?:(?<!\d)[-\u2212])?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-)
+_NUMBER = re.compile(r"(?<![\w.])(?:(?<!\d)[-\u2212])?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 
 
 def extract_final_number(text: str) -> float | None:
@@ -39,7 +37,7 @@ def arithmetic_reward(
     if len(completions) != len(answer):
         raise ValueError(f"got {len(completions)} completions but {len(answer)} answers")
     rewards = []
-    for completion, expected in zip(completions, answer):
+    for completion, expected in zip(completions, answer, strict=True):
         value = extract_final_number(_completion_text(completion))
         rewards.append(float(value is not None and value == expected))
     return rewards

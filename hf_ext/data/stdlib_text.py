@@ -8,8 +8,7 @@ from pathlib import Path
 
 # Test suites, vendored or generated code and install helpers are not library text.
 _SKIPPED_DIRS = frozenset(
-    {"site-packages", "test", "tests", "idle_test", "__pycache__", "lib2to3", "turtledemo",
-     "ensurepip", "lib-dynload"}
+    {"site-packages", "test", "tests", "idle_test", "__pycache__", "lib2to3", "turtledemo", "ensurepip", "lib-dynload"}
 )
 
 

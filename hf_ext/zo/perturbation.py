@@ -1,0 +1,158 @@
+"""Seeded perturbation directions ``Z`` for zeroth-order estimates, applied without writing weights.
+
+Targeted linear layers are perturbed through forward hooks: the hook adds ``eps * x Z^T`` to the
+layer's output, which equals running the layer with weight ``W + eps Z``. Weights are therefore
+never modified during the perturbed forwards, so a step skipped on a NaN loss leaves them
+bit-identical. Other trainable parameters (``other_params="isotropic"``) are perturbed in place
+and restored from a copy taken for that forward. Only :meth:`ZOPerturbation.add_direction_`
+(the optimizer's update) writes parameters.
+
+MeZO: ``Z = z``, isotropic Gaussian. AGZO: ``Z = N U^T / sqrt(r)``, ``N (out x r)`` Gaussian and
+``U (in x r)`` an orthonormal basis of the layer's input activations, found in the hook during
+the first forward of a step (before that layer's perturbation is added).
+"""
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from hf_ext.kernels import lowrank_perturb_, seeded_normal, seeded_perturb_
+
+from .config import AGZOConfig, ZOConfig
+from .subspace import Reduce, activation_subspace
+from .targets import resolve_targets
+
+_MASK64 = (1 << 64) - 1
+
+
+def derive_seed(*parts: int) -> int:
+    """Mix integers into a seed in ``[0, 2**63)`` (splitmix64), identical on every process."""
+    state = 0x9E3779B97F4A7C15
+    for part in parts:
+        state = (state ^ (part & _MASK64)) * 0xBF58476D1CE4E5B9 & _MASK64
+        state = (state ^ (state >> 31)) * 0x94D049BB133111EB & _MASK64
+        state ^= state >> 29
+    return state >> 1
+
+
+class ZOPerturbation:
+    """The perturbations of one model under one :class:`ZOConfig`.
+
+    ``subspaces`` maps each targeted linear's name to its current basis ``U`` (AGZO only); it is
+    what a checkpoint must keep for an exact resume.
+    """
+
+    def __init__(self, model: nn.Module, config: ZOConfig, reduce_sum: Reduce | None = None):
+        self.model = model
+        self.config = config
+        self.targets = resolve_targets(model, config)
+        self.reduce_sum = reduce_sum
+        self.subspaces: dict[str, torch.Tensor] = {}
+        self._index = {name: i for i, name in enumerate([*self.targets.linears, *self.targets.others])}
+        self._seed: int | None = None
+        self._scale = 0.0
+        self._capture_seed: int | None = None
+        self._row_mask: torch.Tensor | None = None
+
+    @property
+    def is_subspace(self) -> bool:
+        return isinstance(self.config, AGZOConfig)
+
+    def needs_subspaces(self) -> bool:
+        return self.is_subspace and len(self.subspaces) < len(self.targets.linears)
+
+    def parameter_seed(self, seed: int, name: str) -> int:
+        """Seed of parameter ``name``'s noise within the perturbation drawn from ``seed``."""
+        return derive_seed(seed, self._index[name])
+
+    # -- forward-time perturbation -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def perturbed(
+        self,
+        seed: int,
+        scale: float,
+        capture_seed: int | None = None,
+        row_mask: torch.Tensor | None = None,
+    ) -> Iterator[None]:
+        """Run forwards at ``theta + scale * Z(seed)`` (``scale`` 0: at ``theta``).
+
+        With ``capture_seed`` (AGZO), each targeted layer first recomputes its subspace from the
+        activations it receives, then applies its perturbation in that new subspace.
+        """
+        if capture_seed is not None and not self.is_subspace:
+            raise ValueError("subspace capture needs an AGZOConfig")
+        self._seed, self._scale, self._capture_seed, self._row_mask = seed, scale, capture_seed, row_mask
+        handles = [module.register_forward_hook(self._make_hook(name)) for name, module in self.targets.linears.items()]
+        snapshots = []
+        try:
+            if scale:
+                for name, param in self.targets.others.items():
+                    snapshots.append((param, param.detach().clone()))
+                    seeded_perturb_(param.data, self.parameter_seed(seed, name), scale)
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+            for param, original in snapshots:
+                param.data.copy_(original)
+            self._seed, self._scale, self._capture_seed, self._row_mask = None, 0.0, None, None
+
+    def _make_hook(self, name: str):
+        def hook(module: nn.Linear, args: tuple, output: torch.Tensor) -> torch.Tensor:
+            inputs = args[0]
+            if self._capture_seed is not None:
+                self.subspaces[name] = activation_subspace(
+                    inputs.detach(),
+                    self.config.rank,
+                    self.config.power_iterations,
+                    self.config.max_activation_rows,
+                    derive_seed(self._capture_seed, self._index[name]),
+                    self._row_mask,
+                    self.reduce_sum,
+                )
+            if not self._scale:
+                return output
+            return output + self._scale * self._output_perturbation(name, module, inputs).to(output.dtype)
+
+        return hook
+
+    def _output_perturbation(self, name: str, module: nn.Linear, inputs: torch.Tensor) -> torch.Tensor:
+        """``inputs @ Z^T`` for the layer's current direction ``Z``."""
+        seed = self.parameter_seed(self._seed, name)
+        weight = module.weight
+        if self.is_subspace:
+            basis = self.subspaces[name]
+            noise = seeded_normal((weight.shape[0], basis.shape[1]), seed, weight.device)
+            projected = inputs.to(torch.float32) @ basis.to(inputs.device)
+            return (projected @ noise.T) / math.sqrt(basis.shape[1])
+        noise = seeded_normal(tuple(weight.shape), seed, weight.device)
+        return inputs.to(torch.float32) @ noise.T
+
+    # -- writing parameters ------------------------------------------------------------------
+
+    @torch.no_grad()
+    def add_direction_(self, seed: int, coefficient: float, out: dict[str, torch.Tensor] | None = None) -> None:
+        """``theta += coefficient * Z(seed)`` for every perturbed parameter.
+
+        With ``out`` (name -> tensor shaped like the parameter), the direction is added to those
+        tensors instead, e.g. to materialise a gradient estimate.
+        """
+        for name, module in self.targets.linears.items():
+            target = module.weight.data if out is None else out[name + ".weight"]
+            seed_p = self.parameter_seed(seed, name)
+            if self.is_subspace:
+                basis = self.subspaces[name]
+                lowrank_perturb_(target, basis, seed_p, coefficient / math.sqrt(basis.shape[1]))
+            else:
+                seeded_perturb_(target, seed_p, coefficient)
+        for name, param in self.targets.others.items():
+            target = param.data if out is None else out[name]
+            seeded_perturb_(target, self.parameter_seed(seed, name), coefficient)
+
+    def parameter_names(self) -> list[str]:
+        """Names (as in ``named_parameters``) of every perturbed parameter."""
+        return [name + ".weight" for name in self.targets.linears] + list(self.targets.others)

@@ -1,0 +1,114 @@
+"""Seeded Gaussian noise and the in-place low-rank perturbation ``W += scale * N(seed) @ U^T``.
+
+AGZO perturbs a linear layer's weight ``W (out x in)`` only inside the span of an orthonormal
+basis ``U (in x r)`` of its input activations; ``N (out x r)`` is Gaussian from a seed. The
+Triton kernel draws ``N`` inside the kernel, so neither ``N`` nor ``N @ U^T`` is ever
+materialised in memory. :func:`seeded_normal` returns the same ``N`` (and the same ``z`` that
+:func:`hf_ext.kernels.seeded_perturb_` adds) on the same device type, for code that applies
+the perturbation to activations instead of weights.
+"""
+
+import torch
+
+from ._dispatch import use_triton
+
+_BLOCK_SIZE = 1024
+_BLOCK_ROWS = 32
+_BLOCK_COLS = 64
+
+
+def seeded_normal_reference(shape: tuple[int, ...], seed: int, device: torch.device | str) -> torch.Tensor:
+    """Reference: float32 ``N(0, 1)`` tensor of ``shape`` drawn from ``seed``."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn(shape, generator=generator, device=device, dtype=torch.float32)
+
+
+def seeded_normal_triton(shape: tuple[int, ...], seed: int, device: torch.device | str) -> torch.Tensor:
+    """Triton path of :func:`seeded_normal` (CUDA, or CPU under ``TRITON_INTERPRET=1``)."""
+    import triton
+
+    from ._lowrank_triton import seeded_normal_kernel
+
+    out = torch.empty(shape, device=device, dtype=torch.float32)
+    if out.numel() >= 2**31:
+        raise ValueError("seeded_normal_triton: `shape` must have fewer than 2**31 elements")
+    if out.numel():
+        seeded_normal_kernel[(triton.cdiv(out.numel(), _BLOCK_SIZE),)](out, out.numel(), seed, BLOCK_SIZE=_BLOCK_SIZE)
+    return out
+
+
+def seeded_normal(shape: tuple[int, ...], seed: int, device: torch.device | str) -> torch.Tensor:
+    """Float32 standard normal tensor determined by ``seed`` (and the device type)."""
+    _check_seed("seeded_normal", seed)
+    probe = torch.empty(0, device=device)
+    if use_triton(probe):
+        return seeded_normal_triton(tuple(shape), seed, device)
+    return seeded_normal_reference(tuple(shape), seed, device)
+
+
+def lowrank_perturb_reference_(weight: torch.Tensor, basis: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
+    """Reference: ``weight += scale * N @ basis.T`` with ``N = seeded_normal((out, r), seed)``."""
+    noise = seeded_normal_reference((weight.shape[0], basis.shape[1]), seed, weight.device)
+    update = noise @ basis.to(torch.float32).T
+    if weight.dtype == torch.float32:
+        return weight.add_(update, alpha=scale)
+    return weight.copy_(weight.float().add_(update, alpha=scale))
+
+
+def lowrank_perturb_triton_(weight: torch.Tensor, basis: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
+    """Triton path of :func:`lowrank_perturb_` (CUDA, or CPU under ``TRITON_INTERPRET=1``)."""
+    import triton
+
+    from ._lowrank_triton import lowrank_perturb_kernel
+
+    if weight.stride(1) != 1:
+        raise ValueError("lowrank_perturb_triton_: `weight` must be row-major (last stride 1)")
+    rows, cols = weight.shape
+    rank = basis.shape[1]
+    if rows * rank >= 2**31:
+        raise ValueError("lowrank_perturb_triton_: out_features * rank must be below 2**31")
+    block_rank = max(16, triton.next_power_of_2(rank))
+    grid = (triton.cdiv(rows, _BLOCK_ROWS), triton.cdiv(cols, _BLOCK_COLS))
+    lowrank_perturb_kernel[grid](
+        weight,
+        basis,
+        rows,
+        cols,
+        rank,
+        seed,
+        float(scale),
+        weight.stride(0),
+        basis.stride(0),
+        basis.stride(1),
+        BLOCK_ROWS=_BLOCK_ROWS,
+        BLOCK_COLS=_BLOCK_COLS,
+        BLOCK_RANK=block_rank,
+    )
+    return weight
+
+
+def lowrank_perturb_(weight: torch.Tensor, basis: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
+    """Add ``scale * N(seed) @ basis.T`` to the 2-D ``weight`` in place and return it.
+
+    Args:
+        weight: ``(out, in)`` floating tensor, modified in place.
+        basis: ``(in, r)`` tensor (AGZO: an orthonormal basis of the layer's input activations).
+        seed: non-negative integer below 2**63 that determines ``N (out x r)``.
+        scale: multiplier; calling again with ``-scale`` undoes the perturbation.
+    """
+    if weight.dim() != 2 or basis.dim() != 2 or basis.shape[0] != weight.shape[1]:
+        raise ValueError(
+            f"lowrank_perturb_: need `weight` (out, in) and `basis` (in, r), got {tuple(weight.shape)} "
+            f"and {tuple(basis.shape)}"
+        )
+    if not weight.is_floating_point():
+        raise TypeError(f"lowrank_perturb_: `weight` must be a floating tensor, got {weight.dtype}")
+    _check_seed("lowrank_perturb_", seed)
+    if use_triton(weight, basis) and weight.stride(1) == 1:
+        return lowrank_perturb_triton_(weight, basis, seed, scale)
+    return lowrank_perturb_reference_(weight, basis, seed, scale)
+
+
+def _check_seed(caller: str, seed: int) -> None:
+    if not 0 <= seed < 2**63:
+        raise ValueError(f"{caller}: `seed` must be in [0, 2**63), got {seed}")

@@ -58,6 +58,7 @@ def estimate_projected_gradients(
     estimate = ZOEstimate()
     capture = perturbation.is_subspace and (refresh_subspaces or perturbation.needs_subspaces())
     capture_seed = derive_seed(step_seed, 1 << 32) if capture else None
+    previous_subspaces = dict(perturbation.subspaces)
     base_loss = None
     if config.estimator == "one_point":
         with perturbation.perturbed(step_seed, 0.0, capture_seed, row_mask):
@@ -82,6 +83,9 @@ def estimate_projected_gradients(
         estimate.seeds.append(seed)
     estimate.loss = base_loss if base_loss is not None else sum(plus_losses) / len(plus_losses)
     estimate.finite = math.isfinite(estimate.loss) and all(math.isfinite(g) for g in estimate.projected_grads)
+    if not estimate.finite:
+        # Subspaces captured from non-finite activations would poison later steps.
+        perturbation.subspaces = previous_subspaces
     return estimate
 
 
@@ -99,7 +103,7 @@ def zo_gradient_estimate(
         perturbation = ZOPerturbation(model, config)
         estimate = estimate_projected_gradients(
             perturbation,
-            lambda: model(**batch).loss,
+            lambda: model(**batch)["loss"],
             step_seed=seed,
             refresh_subspaces=True,
             row_mask=batch.get("attention_mask"),

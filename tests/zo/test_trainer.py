@@ -1,0 +1,140 @@
+import math
+
+import pytest
+import torch
+from datasets import Dataset
+from peft import LoraConfig, get_peft_model
+from transformers import DataCollatorForSeq2Seq, TrainingArguments
+
+from hf_ext.data import arithmetic_dataset
+from hf_ext.data.sft import tokenize_prompt_completion
+from hf_ext.models import tiny_causal_lm
+from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
+
+
+def _args(tmp_path, **overrides):
+    defaults = dict(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        max_steps=10,
+        learning_rate=0.1,
+        lr_scheduler_type="constant",
+        max_grad_norm=0.0,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        seed=0,
+        use_cpu=True,
+        dataloader_pin_memory=False,
+    )
+    return TrainingArguments(**(defaults | overrides))
+
+
+def _regression_data(n=64, seed=0, poison=False):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 6, generator=generator)
+    y = x @ torch.randn(6, 4, generator=generator)
+    if poison:
+        x = x * math.nan
+    return Dataset.from_dict({"x": x.tolist(), "y": y.tolist()})
+
+
+def _regression_loss(model, data):
+    with torch.no_grad():
+        return model(torch.tensor(data["x"]), torch.tensor(data["y"]))["loss"].item()
+
+
+@pytest.mark.parametrize(
+    ("config", "lr"), [(MeZOConfig(eps=1e-3), 0.02), (AGZOConfig(eps=1e-3, rank=6), 0.1)], ids=["mezo", "agzo"]
+)
+def test_zo_training_reduces_a_least_squares_loss(tmp_path, make_least_squares, config, lr):
+    model, data = make_least_squares(), _regression_data()
+    before = _regression_loss(model, data)
+    trainer = ZOTrainer(model, _args(tmp_path, max_steps=200, learning_rate=lr), train_dataset=data, zo_config=config)
+    trainer.train()
+    after = _regression_loss(model, data)
+    assert after < 0.5 * before, (before, after)
+    logged = [entry for entry in trainer.state.log_history if "zo/forward_passes" in entry]
+    assert logged and all(entry["zo/forward_passes"] == 2 for entry in logged)
+    assert all("grad_norm" not in entry for entry in trainer.state.log_history)
+
+
+def test_gradient_accumulation_estimates_the_accumulated_batch(tmp_path, make_least_squares):
+    data = _regression_data(n=32)
+    results = []
+    for batch, accumulation in ((8, 1), (4, 2)):
+        model = make_least_squares(seed=3)
+        args = _args(tmp_path, per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation, max_steps=3)
+        # On a quadratic the central difference is exact for any eps; a large one limits fp32 rounding.
+        ZOTrainer(model, args, train_dataset=data, zo_config=MeZOConfig(eps=0.1)).train()
+        results.append(model.proj.weight.detach().clone())
+    torch.testing.assert_close(results[0], results[1], atol=1e-5, rtol=1e-4)
+
+
+def test_non_finite_loss_skips_the_step_and_leaves_parameters_exactly(tmp_path, make_least_squares):
+    model = make_least_squares()
+    before = model.proj.weight.detach().clone()
+    config = MeZOConfig(other_params="isotropic", weight_decay=0.1)
+    trainer = ZOTrainer(
+        model, _args(tmp_path, max_steps=3), train_dataset=_regression_data(poison=True), zo_config=config
+    )
+    trainer.train()
+    assert torch.equal(model.proj.weight, before)
+    assert sum(entry.get("zo/skipped_steps", 0) for entry in trainer.state.log_history) == 3
+
+
+def _lm_data(tokenizer, n=24):
+    data = arithmetic_dataset(n, seed=5)
+    return data.map(tokenize_prompt_completion, fn_kwargs={"tokenizer": tokenizer}, remove_columns=data.column_names)
+
+
+def test_resumed_run_continues_exactly_as_an_uninterrupted_one(tmp_path):
+    config = AGZOConfig(rank=2, subspace_refresh_interval=3, eps=1e-2)
+    finals = []
+    for resume in (False, True):
+        model, tokenizer = tiny_causal_lm(seed=2)
+        out = tmp_path / f"run-{resume}"
+        args = _args(out, max_steps=5, save_strategy="steps", save_steps=2, learning_rate=1e-3)
+        collator = DataCollatorForSeq2Seq(tokenizer, padding=True)
+        trainer = ZOTrainer(model, args, train_dataset=_lm_data(tokenizer), data_collator=collator, zo_config=config)
+        if resume:
+            # Train past step 2 (writing checkpoint-2), then restart a differently initialised model from it.
+            trainer.train()
+            model, tokenizer = tiny_causal_lm(seed=99)
+            trainer = ZOTrainer(
+                model, args, train_dataset=_lm_data(tokenizer), data_collator=collator, zo_config=config
+            )
+            trainer.train(resume_from_checkpoint=str(out / "checkpoint-2"))
+        else:
+            trainer.train()
+        finals.append({n: p.detach().clone() for n, p in model.named_parameters()})
+    assert finals[0].keys() == finals[1].keys()
+    assert all(torch.equal(finals[0][n], finals[1][n]) for n in finals[0])
+
+
+def test_peft_lora_model_trains_only_its_adapters(tmp_path):
+    model, tokenizer = tiny_causal_lm(seed=4)
+    model = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"], lora_dropout=0.1))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    args = _args(tmp_path, max_steps=3, learning_rate=1e-2)
+    collator = DataCollatorForSeq2Seq(tokenizer, padding=True)
+    ZOTrainer(
+        model, args, train_dataset=_lm_data(tokenizer), data_collator=collator, zo_config=AGZOConfig(rank=2)
+    ).train()
+    changed = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and all("lora_" in n for n in changed)
+    assert any("lora_A" in n for n in changed) and any("lora_B" in n for n in changed)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "kwargs", "message"),
+    [
+        ({"max_grad_norm": 1.0}, {}, "`max_grad_norm` must be 0"),
+        ({"weight_decay": 0.1}, {}, "zo_config.weight_decay"),
+        ({}, {"zo_config": {"eps": 1e-3}}, "`zo_config` must be an AGZOConfig or MeZOConfig"),
+        ({}, {"optimizers": (torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1), None)}, "only a scheduler"),
+    ],
+)
+def test_unsupported_arguments_are_rejected_at_construction(tmp_path, make_least_squares, overrides, kwargs, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        ZOTrainer(make_least_squares(), _args(tmp_path, **overrides), train_dataset=_regression_data(), **kwargs)

@@ -1,0 +1,108 @@
+import pytest
+import torch
+
+from hf_ext.kernels import (
+    lowrank_perturb_,
+    lowrank_perturb_reference_,
+    lowrank_perturb_triton_,
+    seeded_normal,
+    seeded_normal_reference,
+    seeded_normal_triton,
+    seeded_perturb_reference_,
+    seeded_perturb_triton_,
+)
+from hf_ext.kernels.testing import (
+    assert_close_to_reference,
+    assert_same_distribution,
+    kernel_device,
+    triton_runnable,
+)
+
+runnable, reason = triton_runnable()
+needs_triton = pytest.mark.skipif(not runnable, reason=reason)
+PATHS = [
+    pytest.param((lowrank_perturb_reference_, seeded_normal_reference, seeded_perturb_reference_), id="reference"),
+    pytest.param(
+        (lowrank_perturb_triton_, seeded_normal_triton, seeded_perturb_triton_), id="triton", marks=needs_triton
+    ),
+]
+
+
+def _basis(in_features, rank, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.linalg.qr(torch.randn(in_features, rank, generator=generator))[0].to(kernel_device())
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(("rows", "cols", "rank"), [(37, 45, 5), (70, 130, 20), (8, 8, 1)])
+def test_lowrank_update_is_noise_times_basis_transpose(path, rows, cols, rank):
+    """W += c N U^T, with N exactly the tensor seeded_normal returns on the same path."""
+    lowrank, normal, _ = path
+    weight = torch.randn(rows, cols, device=kernel_device())
+    basis = _basis(cols, rank)  # column-major, as torch.linalg.qr returns it
+    expected = weight + 0.5 * normal((rows, rank), 7, kernel_device()) @ basis.T
+    assert_close_to_reference(lowrank(weight.clone(), basis, 7, 0.5), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_seeded_normal_is_the_noise_seeded_perturb_adds(path):
+    _, normal, perturb = path
+    z = normal((33, 17), 4, kernel_device())
+    assert torch.equal(z, normal((33, 17), 4, kernel_device()))
+    assert torch.equal(perturb(torch.zeros(33, 17, device=kernel_device()), 4, 1.0), z)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_lowrank_negative_scale_undoes_it(path):
+    lowrank, _, _ = path
+    weight = torch.randn(40, 24, device=kernel_device())
+    original, basis = weight.clone(), _basis(24, 4)
+    lowrank(weight, basis, 3, 1e-2)
+    assert not torch.equal(weight, original)
+    lowrank(weight, basis, 3, -1e-2)
+    torch.testing.assert_close(weight, original, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_lowrank_half_precision_weight(path):
+    lowrank, normal, _ = path
+    weight = torch.zeros(32, 48, device=kernel_device(), dtype=torch.float16)
+    basis = _basis(48, 3)
+    expected = (normal((32, 3), 2, kernel_device()) @ basis.T).half()
+    assert_close_to_reference(lowrank(weight, basis, 2, 1.0), expected, atol=2e-3, rtol=2e-3)
+
+
+@needs_triton
+def test_triton_normal_matches_reference_distribution():
+    assert_same_distribution(
+        seeded_normal_triton((128, 64), 5, kernel_device()),
+        seeded_normal_reference((128, 64), 5, kernel_device()),
+        mean_tol=0.03,
+        std_tol=0.03,
+    )
+
+
+def test_dispatch_on_cpu_uses_the_reference():
+    weight, basis = torch.randn(9, 6), _basis(6, 2).cpu()
+    expected = lowrank_perturb_reference_(weight.clone(), basis, 1, 0.3)
+    assert torch.equal(lowrank_perturb_(weight, basis, 1, 0.3), expected)
+    assert torch.equal(seeded_normal((4, 4), 1, "cpu"), seeded_normal_reference((4, 4), 1, "cpu"))
+
+
+@pytest.mark.parametrize(
+    ("weight", "basis", "seed", "error", "match"),
+    [
+        (torch.zeros(4, 6), torch.zeros(5, 2), 0, ValueError, r"need `weight` \(out, in\) and `basis` \(in, r\)"),
+        (torch.zeros(4, 6, dtype=torch.int32), torch.zeros(6, 2), 0, TypeError, "floating"),
+        (torch.zeros(4, 6), torch.zeros(6, 2), -3, ValueError, "`seed`"),
+    ],
+)
+def test_lowrank_bad_input(weight, basis, seed, error, match):
+    with pytest.raises(error, match=match):
+        lowrank_perturb_(weight, basis, seed, 1.0)
+
+
+@needs_triton
+def test_triton_lowrank_rejects_column_major_weight():
+    with pytest.raises(ValueError, match="row-major"):
+        lowrank_perturb_triton_(torch.zeros(6, 4, device=kernel_device()).t(), _basis(6, 2), 0, 1.0)

@@ -1,6 +1,5 @@
 import pytest
 import torch
-
 from hf_ext.kernels import (
     lowrank_perturb_,
     lowrank_perturb_reference_,

@@ -1,6 +1,6 @@
 """Speed of each Triton kernel as a ratio to eager torch doing the same work (CUDA only).
 
-    python benchmarks/kernel_speed.py [--numel 16777216] [--dtype bfloat16]
+    python benchmarks/kernel_speed.py [--rows 4096] [--cols 4096] [--rank 8] [--dtype bfloat16]
 
 Prints one line per kernel and a JSON object on the last line; ``speedup`` > 1 means the
 kernel is faster than eager torch. Without CUDA it reports that nothing was measured.
@@ -11,31 +11,52 @@ import functools
 
 import torch
 from _harness import emit, median_seconds
-from hf_ext.kernels import seeded_perturb_triton_, triton_available
+from hf_ext.kernels import lowrank_perturb_triton_, seeded_perturb_triton_, triton_available
+
+
+def _eager_noise(shape, seed: int, like: torch.Tensor) -> torch.Tensor:
+    generator = torch.Generator(device=like.device).manual_seed(seed)
+    return torch.randn(shape, generator=generator, device=like.device, dtype=like.dtype)
 
 
 def eager_seeded_perturb_(param: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
     """What eager torch does: materialise the noise tensor, then add it."""
-    generator = torch.Generator(device=param.device).manual_seed(seed)
-    noise = torch.randn(param.shape, generator=generator, device=param.device, dtype=param.dtype)
-    return param.add_(noise, alpha=scale)
+    return param.add_(_eager_noise(param.shape, seed, param), alpha=scale)
+
+
+def eager_lowrank_perturb_(weight: torch.Tensor, basis: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
+    """Eager torch: materialise N, then the full-size N @ U^T, then add it."""
+    return weight.add_(_eager_noise((weight.shape[0], basis.shape[1]), seed, weight) @ basis.T, alpha=scale)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--numel", type=int, default=1 << 24)
+    parser.add_argument("--rows", type=int, default=4096)
+    parser.add_argument("--cols", type=int, default=4096)
+    parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = parser.parse_args()
     if not (torch.cuda.is_available() and triton_available()):
         emit({"measured": False, "reason": "needs CUDA and Triton"})
         return
     device = torch.device("cuda")
-    param = torch.zeros(args.numel, device=device, dtype=getattr(torch, args.dtype))
-    cases = {"seeded_perturb": (seeded_perturb_triton_, eager_seeded_perturb_)}
-    result = {"measured": True, "device": torch.cuda.get_device_name(), "numel": args.numel, "dtype": args.dtype}
-    for name, (kernel, eager) in cases.items():
-        kernel_s = median_seconds(functools.partial(kernel, param, 1, 1e-3), device)
-        eager_s = median_seconds(functools.partial(eager, param, 1, 1e-3), device)
+    dtype = getattr(torch, args.dtype)
+    weight = torch.zeros(args.rows, args.cols, device=device, dtype=dtype)
+    basis = torch.linalg.qr(torch.randn(args.cols, args.rank, device=device))[0].to(dtype)
+    cases = {
+        "seeded_perturb": (seeded_perturb_triton_, eager_seeded_perturb_, (weight,)),
+        "lowrank_perturb": (lowrank_perturb_triton_, eager_lowrank_perturb_, (weight, basis)),
+    }
+    result = {
+        "measured": True,
+        "device": torch.cuda.get_device_name(),
+        "shape": [args.rows, args.cols],
+        "rank": args.rank,
+        "dtype": args.dtype,
+    }
+    for name, (kernel, eager, tensors) in cases.items():
+        kernel_s = median_seconds(functools.partial(kernel, *tensors, 1, 1e-3), device)
+        eager_s = median_seconds(functools.partial(eager, *tensors, 1, 1e-3), device)
         result[name] = {"kernel_ms": kernel_s * 1e3, "eager_ms": eager_s * 1e3, "speedup": eager_s / kernel_s}
         print(f"{name}: kernel {kernel_s * 1e3:.3f} ms, eager {eager_s * 1e3:.3f} ms, x{eager_s / kernel_s:.2f}")
     emit(result)

@@ -35,3 +35,28 @@ def plot_curves(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_grouped_bars(
+    groups: Mapping[str, Mapping[str, float]], path: str | Path, title: str, ylabel: str, log_scale: bool = False
+) -> Path:
+    """Bars of ``groups[series][category]`` side by side per category, saved as a PNG at ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    categories = list(dict.fromkeys(c for values in groups.values() for c in values))
+    width = 0.8 / max(1, len(groups))
+    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(categories) + 2), 4))
+    for i, (series, values) in enumerate(groups.items()):
+        positions = [j + i * width for j in range(len(categories))]
+        ax.bar(positions, [values.get(c, 0.0) for c in categories], width=width, label=series)
+    ax.set_xticks([j + width * (len(groups) - 1) / 2 for j in range(len(categories))])
+    ax.set_xticklabels(categories, rotation=30, ha="right", fontsize=8)
+    if log_scale:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

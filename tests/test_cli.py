@@ -30,7 +30,7 @@ def test_run_builds_an_accelerate_launch_command_with_the_default_config():
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["run", "no_such_recipe"], "unknown recipe 'no_such_recipe'; available: ['sft_arithmetic'"),
+        (["run", "no_such_recipe"], "unknown recipe 'no_such_recipe'; available: ['agzo_finetune', 'sft_arithmetic']"),
         (["run", "sft_arithmetic", "oops"], "overrides must look like key=value, got 'oops'"),
         (["run", "sft_arithmetic", "--config", "missing.yaml"], "--config: no such file"),
         (["run", "sft_arithmetic", "--accelerate-config", "tpu"], "one of ['cpu', 'cpu_2proc']"),

@@ -38,7 +38,7 @@ test-fast: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
 
 demo: install
-	HF_HUB_OFFLINE=1 $(VENV)/bin/hf-ext run sft_arithmetic
+	HF_HUB_OFFLINE=1 $(VENV)/bin/hf-ext run agzo_finetune
 
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/kernel_speed.py

@@ -33,8 +33,8 @@ class AGZOFinetuneArguments:
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"help": f"Any of {list(METHODS)}."})
     num_classes: int = field(default=4, metadata={"help": "Docstring classes (package families), 2 to 8."})
     max_length: int = field(default=64, metadata={"help": "Tokens per docstring after truncation."})
-    agzo_learning_rate: float = field(default=1e-2, metadata={"help": "AGZO's learning rate."})
-    mezo_learning_rate: float = field(default=1e-4, metadata={"help": "MeZO's learning rate."})
+    agzo_learning_rate: float = field(default=2e-2, metadata={"help": "AGZO's learning rate."})
+    mezo_learning_rate: float = field(default=1e-3, metadata={"help": "MeZO's learning rate."})
     eps: float = field(default=1e-3, metadata={"help": "Perturbation size for both methods."})
     rank: int = field(default=AGZOConfig.rank, metadata={"help": "AGZO subspace rank."})
 
@@ -55,7 +55,8 @@ def run_method(method: str, script_args: AGZOFinetuneArguments, training_args: T
     if method == "agzo":
         zo_config, lr = AGZOConfig(eps=script_args.eps, rank=script_args.rank), script_args.agzo_learning_rate
     else:
-        zo_config, lr = MeZOConfig(eps=script_args.eps), script_args.mezo_learning_rate
+        # Like AGZO's default, MeZO leaves embeddings and norms frozen: both train the same weights.
+        zo_config, lr = MeZOConfig(eps=script_args.eps, other_params="frozen"), script_args.mezo_learning_rate
     args = dataclasses.replace(training_args, learning_rate=lr, output_dir=str(Path(training_args.output_dir) / method))
     trainer = ZOTrainer(
         model,

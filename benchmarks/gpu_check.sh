@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU checks in one go, for a CUDA machine: the kernel tests on CUDA (no interpreter),
-# then each kernel's speed as a ratio to eager torch. Run from the repository root after
-# `make install TORCH=...`; the last line is the speed benchmark's JSON.
+# then each kernel's speed as a ratio to eager torch, then a bf16 AGZO training step on
+# SmolLM2. Run after `make install TORCH=...`; each step ends with a JSON line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -11,3 +11,4 @@ export HF_HUB_OFFLINE=1
 "$VENV/bin/pytest" -q tests/kernels
 "$VENV/bin/python" benchmarks/kernel_speed.py --dtype float32
 "$VENV/bin/python" benchmarks/kernel_speed.py --dtype bfloat16
+"$VENV/bin/python" benchmarks/zo_bf16_step.py

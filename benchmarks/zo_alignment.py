@@ -97,7 +97,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--seeds", type=int, default=32)
-    parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4, AGZOConfig.rank])
+    parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()

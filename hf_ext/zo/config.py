@@ -88,7 +88,14 @@ class AGZOConfig(ZOConfig):
         default="frozen",
         metadata={"help": "Other trainable parameters: 'isotropic' (MeZO-style Gaussian noise) or 'frozen'."},
     )
-    rank: int = field(default=8, metadata={"help": "Subspace rank r per layer (capped at the layer's in_features)."})
+    rank: int = field(
+        default=2,
+        metadata={
+            "help": "Subspace rank r per layer (capped at the layer's in_features). The cosine with the true gradient "
+            "scales like sqrt(in_features / r) times the captured gradient fraction: 2 gave the best alignment in "
+            "benchmarks/zo_alignment.py on MiniLM and SmolLM2 (ranks 2, 4, 8 measured)."
+        },
+    )
     power_iterations: int = field(
         default=2, metadata={"help": "Power iterations of the randomized range finder on A^T A."}
     )

@@ -1,11 +1,13 @@
 """Peak memory of one training step on SmolLM2-135M: AGZO vs MeZO vs a first-order AdamW step.
 
-    python benchmarks/zo_memory.py [--batch-size 8] [--seq-len 128]
+    python benchmarks/zo_memory.py [--batch-size 8] [--seq-len 128] [--repeats 3]
 
-Each configuration runs in its own process. A thread samples the process's resident memory
-(RSS) every millisecond; the step's peak is reported twice: as absolute RSS, and above the
-process's RSS after importing the libraries and before loading the model (what the model,
-its optimizer state and the step itself take, the CPU analogue of CUDA's allocated memory).
+Each configuration runs in its own process, ``--repeats`` times (the median is reported), with
+``MALLOC_ARENA_MAX=2`` so that glibc's per-thread arenas do not add noise to the readings. A
+thread samples the process's resident memory (RSS) every millisecond; the step's peak is
+reported twice: as absolute RSS, and above the process's RSS after importing the libraries
+and before loading the model (what the model, its optimizer state and the step itself take,
+the CPU analogue of CUDA's allocated memory).
 Targets, on the latter: AGZO/MeZO <= 1.10 and AGZO/AdamW <= 0.40. The last line is JSON.
 """
 
@@ -86,6 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", choices=CONFIGS, help=argparse.SUPPRESS)
     parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
@@ -115,6 +118,7 @@ def main() -> None:
     summary = {
         "batch_size": args.batch_size,
         "seq_len": args.seq_len,
+        "repeats": args.repeats,
         **{f"{c}_{key}": results[c][key] for c in CONFIGS},
         "agzo_over_mezo": results["agzo"][key] / results["mezo"][key],
         "agzo_over_adamw": results["agzo"][key] / results["adamw"][key],

@@ -96,6 +96,7 @@ def main() -> None:
         print(json.dumps(run_one(args.only, args.batch_size, args.seq_len)))
         return
     results = {}
+    env = os.environ | {"MALLOC_ARENA_MAX": "2"}
     for config in CONFIGS:
         command = [
             sys.executable,
@@ -107,8 +108,12 @@ def main() -> None:
             "--seq-len",
             str(args.seq_len),
         ]
-        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-        results[config] = json.loads(output.strip().splitlines()[-1])
+        runs = []
+        for _ in range(args.repeats):
+            output = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
+            runs.append(json.loads(output.strip().splitlines()[-1]))
+        results[config] = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+        results[config]["runs"] = runs
         print(
             f"{config}: peak RSS {results[config]['peak_rss_mib']:.0f} MiB, "
             f"{results[config]['peak_above_baseline_mib']:.0f} MiB above the import baseline",

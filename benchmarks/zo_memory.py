@@ -13,6 +13,8 @@ Targets, on the latter: AGZO/MeZO <= 1.10 and AGZO/AdamW <= 0.40. The last line 
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import threading

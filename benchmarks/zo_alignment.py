@@ -120,7 +120,7 @@ def main() -> None:
             {m: {k: abs(v) for k, v in result[m].items()} for m in methods},
             out / f"zo_alignment_{name}.png",
             f"{name}: cosine(ZO estimate, true gradient), {args.seeds} seeds",
-            "mean cosine",
+            "|mean cosine| (log scale; per-type means can be negative)",
             log_scale=True,
         )
     (out / "zo_alignment.json").write_text(json.dumps(results, indent=2))

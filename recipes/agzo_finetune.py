@@ -33,7 +33,7 @@ class AGZOFinetuneArguments:
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"help": f"Any of {list(METHODS)}."})
     num_classes: int = field(default=4, metadata={"help": "Docstring classes (package families), 2 to 8."})
     max_length: int = field(default=64, metadata={"help": "Tokens per docstring after truncation."})
-    agzo_learning_rate: float = field(default=5e-3, metadata={"help": "AGZO's learning rate."})
+    agzo_learning_rate: float = field(default=1e-2, metadata={"help": "AGZO's learning rate."})
     mezo_learning_rate: float = field(default=7e-4, metadata={"help": "MeZO's learning rate."})
     eps: float = field(default=1e-3, metadata={"help": "Perturbation size for both methods."})
     rank: int = field(default=AGZOConfig.rank, metadata={"help": "AGZO subspace rank."})

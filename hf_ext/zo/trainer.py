@@ -19,7 +19,7 @@ logger = logging.getLogger(__name__)
 class ZOTrainer(Trainer):
     """Zeroth-order fine-tuning (AGZO or MeZO) with the Trainer's data, schedule, logging and checkpoints.
 
-        trainer = ZOTrainer(model, args, train_dataset=train, zo_config=AGZOConfig(rank=2))
+        trainer = ZOTrainer(model, args, train_dataset=train, zo_config=AGZOConfig(rank=8))
         trainer.train()
 
     Each step runs the perturbed forwards under ``torch.no_grad()`` in eval mode (dropout off)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 from _harness import emit
+from tqdm import tqdm
 from transformers import DataCollatorForSeq2Seq
 
 from hf_ext.data import arithmetic_dataset, docstring_classification
@@ -82,7 +83,7 @@ def measure(model_name: str, seeds: int, ranks: list[int], batch_size: int) -> d
     for method, config in configs.items():
         start = time.perf_counter()
         totals: dict[str, float] = defaultdict(float)
-        for seed in range(seeds):
+        for seed in tqdm(range(seeds), desc=f"{model_name} {method}", leave=False):
             for key, value in cosines(zo_gradient_estimate(model, batch, config, seed), truth).items():
                 totals[key] += value / seeds
         result[method] = dict(totals)

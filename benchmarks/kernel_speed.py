@@ -1,6 +1,7 @@
 """Speed of each Triton kernel as a ratio to eager torch doing the same work (CUDA only).
 
-    python benchmarks/kernel_speed.py [--rows 4096] [--cols 4096] [--rank 8] [--dtype bfloat16]
+    python benchmarks/kernel_speed.py [--rows 4096] [--cols 4096] [--rank 8] [--tokens 4096] [--vocab 49152]
+                                      [--dtype bfloat16]
 
 Prints one line per kernel and a JSON object on the last line; ``speedup`` > 1 means the
 kernel is faster than eager torch. Without CUDA it reports that nothing was measured.
@@ -11,7 +12,7 @@ import functools
 
 import torch
 from _harness import emit, median_seconds
-from hf_ext.kernels import lowrank_perturb_triton_, seeded_perturb_triton_, triton_available
+from hf_ext.kernels import lowrank_perturb_triton_, seeded_perturb_triton_, token_logprobs_triton, triton_available
 
 
 def _eager_noise(shape, seed: int, like: torch.Tensor) -> torch.Tensor:
@@ -29,11 +30,18 @@ def eager_lowrank_perturb_(weight: torch.Tensor, basis: torch.Tensor, seed: int,
     return weight.add_(_eager_noise((weight.shape[0], basis.shape[1]), seed, weight) @ basis.T, alpha=scale)
 
 
+def eager_token_logprobs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Eager torch: a full fp32 log_softmax over the vocabulary, then gather."""
+    return torch.log_softmax(logits.float(), -1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=4096)
     parser.add_argument("--cols", type=int, default=4096)
     parser.add_argument("--rank", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=4096, help="rows of the token_logprobs case")
+    parser.add_argument("--vocab", type=int, default=49152, help="vocabulary of the token_logprobs case")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = parser.parse_args()
     if not (torch.cuda.is_available() and triton_available()):
@@ -43,20 +51,33 @@ def main() -> None:
     dtype = getattr(torch, args.dtype)
     weight = torch.zeros(args.rows, args.cols, device=device, dtype=dtype)
     basis = torch.linalg.qr(torch.randn(args.cols, args.rank, device=device))[0].to(dtype)
-    cases = {
-        "seeded_perturb": (seeded_perturb_triton_, eager_seeded_perturb_, (weight,)),
-        "lowrank_perturb": (lowrank_perturb_triton_, eager_lowrank_perturb_, (weight, basis)),
-    }
+    logits = torch.randn(args.tokens, args.vocab, device=device, dtype=dtype)
+    labels = torch.randint(0, args.vocab, (args.tokens,), device=device)
     result = {
         "measured": True,
         "device": torch.cuda.get_device_name(),
         "shape": [args.rows, args.cols],
         "rank": args.rank,
+        "logits": [args.tokens, args.vocab],
         "dtype": args.dtype,
     }
-    for name, (kernel, eager, tensors) in cases.items():
-        kernel_s = median_seconds(functools.partial(kernel, *tensors, 1, 1e-3), device)
-        eager_s = median_seconds(functools.partial(eager, *tensors, 1, 1e-3), device)
+    calls = {
+        "seeded_perturb": (
+            functools.partial(seeded_perturb_triton_, weight, 1, 1e-3),
+            functools.partial(eager_seeded_perturb_, weight, 1, 1e-3),
+        ),
+        "lowrank_perturb": (
+            functools.partial(lowrank_perturb_triton_, weight, basis, 1, 1e-3),
+            functools.partial(eager_lowrank_perturb_, weight, basis, 1, 1e-3),
+        ),
+        "token_logprobs": (
+            functools.partial(token_logprobs_triton, logits, labels),
+            functools.partial(eager_token_logprobs, logits, labels),
+        ),
+    }
+    for name, (kernel_call, eager_call) in calls.items():
+        kernel_s = median_seconds(kernel_call, device)
+        eager_s = median_seconds(eager_call, device)
         result[name] = {"kernel_ms": kernel_s * 1e3, "eager_ms": eager_s * 1e3, "speedup": eager_s / kernel_s}
         print(f"{name}: kernel {kernel_s * 1e3:.3f} ms, eager {eager_s * 1e3:.3f} ms, x{eager_s / kernel_s:.2f}")
     emit(result)

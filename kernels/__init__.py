@@ -24,6 +24,7 @@ from .lowrank import (
     seeded_normal_triton,
 )
 from .perturb import seeded_perturb_, seeded_perturb_reference_, seeded_perturb_triton_
+from .token_logprobs import token_logprobs, token_logprobs_reference, token_logprobs_triton
 
 __all__ = [
     "lowrank_perturb_",
@@ -35,6 +36,9 @@ __all__ = [
     "seeded_perturb_",
     "seeded_perturb_reference_",
     "seeded_perturb_triton_",
+    "token_logprobs",
+    "token_logprobs_reference",
+    "token_logprobs_triton",
     "triton_available",
     "use_triton",
 ]

@@ -1,0 +1,5 @@
+"""Regularized DPO / SimPO: keep the total length-normalized probability of each preference pair."""
+
+from .regularizer import REGULARIZER_FORMS, log_total_probability, mean_token_logprobs, probability_regularizer
+
+__all__ = ["REGULARIZER_FORMS", "log_total_probability", "mean_token_logprobs", "probability_regularizer"]

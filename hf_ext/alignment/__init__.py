@@ -1,5 +1,13 @@
 """Regularized DPO / SimPO: keep the total length-normalized probability of each preference pair."""
 
+from .dpo import RegularizedDPOConfig, RegularizedDPOTrainer
 from .regularizer import REGULARIZER_FORMS, log_total_probability, mean_token_logprobs, probability_regularizer
 
-__all__ = ["REGULARIZER_FORMS", "log_total_probability", "mean_token_logprobs", "probability_regularizer"]
+__all__ = [
+    "REGULARIZER_FORMS",
+    "RegularizedDPOConfig",
+    "RegularizedDPOTrainer",
+    "log_total_probability",
+    "mean_token_logprobs",
+    "probability_regularizer",
+]

@@ -1,0 +1,106 @@
+"""DPO with a regularizer that keeps the total length-normalized probability of each pair."""
+
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+from trl import DPOConfig, DPOTrainer
+
+from .regularizer import REGULARIZER_FORMS, log_total_probability, probability_regularizer
+
+
+@dataclass
+class RegularizedDPOConfig(DPOConfig):
+    """``trl.DPOConfig`` plus the total-probability regularizer (``regularizer_coef=0`` is plain DPO)."""
+
+    regularizer_coef: float = field(
+        default=0.1,
+        metadata={
+            "help": "Weight of the penalty on log P, P = exp(mean log-prob of chosen) + exp(mean log-prob of "
+            "rejected); 0 gives TRL's DPO loss exactly."
+        },
+    )
+    regularizer_form: str = field(
+        default="one_sided",
+        metadata={
+            "help": f"One of {REGULARIZER_FORMS}: 'one_sided' penalises max(0, anchor - log P), 'two_sided' "
+            "(log P - anchor)^2. The anchor is the reference model's log P on the same pair."
+        },
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.regularizer_coef < 0:
+            raise ValueError(f"RegularizedDPOConfig: `regularizer_coef` must be >= 0, got {self.regularizer_coef}")
+        if self.regularizer_form not in REGULARIZER_FORMS:
+            raise ValueError(
+                f"RegularizedDPOConfig: `regularizer_form` must be one of {REGULARIZER_FORMS}, "
+                f"got {self.regularizer_form!r}"
+            )
+        if self.ld_alpha is not None:
+            raise ValueError("RegularizedDPOConfig: `ld_alpha` is not supported with the regularizer; leave it None")
+
+
+def _mean_completion_logps(per_token_logps: torch.Tensor, shift_mask: torch.Tensor) -> torch.Tensor:
+    per_token_logps = per_token_logps[:, -shift_mask.size(1) :]
+    return (per_token_logps * shift_mask).sum(1) / shift_mask.sum(1).clamp(min=1)
+
+
+class RegularizedDPOTrainer(DPOTrainer):
+    """``trl.DPOTrainer`` whose loss adds ``regularizer_coef * mean(penalty(log P, log P_ref))``.
+
+    The policy's per-token log-probs are taken from TRL's own forward (a forward hook reads the
+    fused LM head's ``log_probs``), so the regularizer costs no extra forward. The reference's come
+    from TRL's reference forward, or from its precomputed sums divided by the completion lengths.
+    Logs ``regularizer/log_p``, ``regularizer/log_p_ref``, ``regularizer/penalty`` and the chosen and
+    rejected mean log-probs.
+    """
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        policy_logps, ref_logps = [], []
+        with contextlib.ExitStack() as hooks:
+            hooks.enter_context(self._capture(self.accelerator.unwrap_model(model), policy_logps))
+            if self.ref_model is not None:
+                hooks.enter_context(self._capture(self.accelerator.unwrap_model(self.ref_model), ref_logps))
+            result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        loss = result[0] if return_outputs else result
+        shift_mask = inputs["completion_mask"][..., 1:]
+        policy_means = _mean_completion_logps(policy_logps[0], shift_mask)
+        if self.precompute_ref_logps:
+            lengths = shift_mask.sum(1).clamp(min=1).chunk(2)
+            ref_chosen = inputs["ref_chosen_logps"] / lengths[0]
+            ref_rejected = inputs["ref_rejected_logps"] / lengths[1]
+        else:
+            ref_output = ref_logps[0] if ref_logps else policy_logps[1]
+            ref_chosen, ref_rejected = _mean_completion_logps(ref_output, shift_mask).chunk(2)
+        chosen, rejected = policy_means.chunk(2)
+        log_p = log_total_probability(chosen, rejected)
+        log_p_ref = log_total_probability(ref_chosen, ref_rejected)
+        penalty = probability_regularizer(log_p, log_p_ref, self.args.regularizer_form)
+        if self.args.regularizer_coef:
+            loss = loss + self.args.regularizer_coef * penalty.mean()
+        self._log_regularizer(chosen, rejected, log_p, log_p_ref, penalty)
+        return (loss, result[1]) if return_outputs else loss
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _capture(module: torch.nn.Module, sink: list):
+        def hook(_module, _args, _kwargs, output):
+            sink.append(output.log_probs)
+
+        handle = module.register_forward_hook(hook, with_kwargs=True)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    def _log_regularizer(self, chosen, rejected, log_p, log_p_ref, penalty) -> None:
+        mode = "train" if self.model.training else "eval"
+        for name, value in (
+            ("regularizer/mean_logps_chosen", chosen),
+            ("regularizer/mean_logps_rejected", rejected),
+            ("regularizer/log_p", log_p),
+            ("regularizer/log_p_ref", log_p_ref),
+            ("regularizer/penalty", penalty),
+        ):
+            self._metrics[mode][name].append(self.accelerator.gather(value.detach()).mean().item())

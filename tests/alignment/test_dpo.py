@@ -1,0 +1,73 @@
+import pytest
+import torch
+from trl import DPOConfig, DPOTrainer
+
+from hf_ext.alignment import RegularizedDPOConfig, RegularizedDPOTrainer, log_total_probability, mean_token_logprobs
+from hf_ext.data import preference_dataset
+from hf_ext.models import tiny_causal_lm
+
+COMMON = dict(
+    per_device_train_batch_size=4,
+    max_steps=1,
+    report_to="none",
+    bf16=False,
+    gradient_checkpointing=False,
+    use_cpu=True,
+    save_strategy="no",
+    dataloader_pin_memory=False,
+)
+
+
+def _trainer(cls, config, tmp_path):
+    model, tokenizer = tiny_causal_lm(seed=0)
+    reference, _ = tiny_causal_lm(seed=1)  # differs from the policy, so log P and its anchor differ
+    args = config(output_dir=str(tmp_path), **COMMON)
+    return cls(
+        model=model, ref_model=reference, args=args, train_dataset=preference_dataset(8), processing_class=tokenizer
+    )
+
+
+def _loss_and_batch(trainer):
+    batch = next(iter(trainer.get_train_dataloader()))
+    return trainer.compute_loss(trainer.model, batch), batch
+
+
+def _independent_log_p(model, batch):
+    """log P from a plain forward (full logits), without TRL's fused head or our hook."""
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+    means = mean_token_logprobs(logits, batch["input_ids"][:, 1:], batch["completion_mask"][:, 1:])
+    return log_total_probability(*means.chunk(2))
+
+
+def test_zero_coefficient_is_trl_dpo_exactly(tmp_path):
+    plain, _ = _loss_and_batch(_trainer(DPOTrainer, DPOConfig, tmp_path))
+    regularized_trainer = _trainer(
+        RegularizedDPOTrainer, lambda **kw: RegularizedDPOConfig(regularizer_coef=0.0, **kw), tmp_path
+    )
+    regularized, _ = _loss_and_batch(regularized_trainer)
+    assert regularized.item() == plain.item()
+    assert regularized_trainer._metrics["train"]["regularizer/penalty"][0] > 0
+
+
+@pytest.mark.parametrize("form", ["one_sided", "two_sided"])
+def test_loss_adds_the_penalty_on_log_p_against_the_reference(tmp_path, form):
+    plain, _ = _loss_and_batch(_trainer(DPOTrainer, DPOConfig, tmp_path))
+    trainer = _trainer(
+        RegularizedDPOTrainer,
+        lambda **kw: RegularizedDPOConfig(regularizer_coef=2.0, regularizer_form=form, **kw),
+        tmp_path,
+    )
+    loss, batch = _loss_and_batch(trainer)
+    deviation = _independent_log_p(trainer.model, batch) - _independent_log_p(trainer.ref_model, batch)
+    penalty = torch.relu(-deviation) if form == "one_sided" else deviation.square()
+    assert loss.item() == pytest.approx(plain.item() + 2.0 * penalty.mean().item(), rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"regularizer_coef": -1.0}, "regularizer_coef"), ({"regularizer_form": "l1"}, "regularizer_form")],
+)
+def test_bad_config_names_the_field(tmp_path, kwargs, field):
+    with pytest.raises(ValueError, match=f"`{field}`"):
+        RegularizedDPOConfig(output_dir=str(tmp_path), **COMMON, **kwargs)

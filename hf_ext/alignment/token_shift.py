@@ -1,0 +1,115 @@
+"""Where likelihood moves: per-token log-probability changes between a reference and a trained policy.
+
+Preference training can lower a response's total likelihood while generation still improves;
+looking token by token shows that a small set of outlier tokens carries much of the change.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from datasets import Dataset
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from hf_ext.kernels import token_logprobs
+
+RESPONSES = ("chosen", "rejected")
+
+
+@dataclass
+class TokenShift:
+    """Per-token changes ``log p_policy - log p_reference`` on the response tokens, per response kind."""
+
+    deltas: dict[str, torch.Tensor] = field(default_factory=dict)
+    tokens: dict[str, list[str]] = field(default_factory=dict)
+
+    def top_share(self, kind: str, fraction: float) -> float:
+        """Share of the total absolute change carried by the top ``fraction`` of tokens (by |change|)."""
+        magnitudes = self.deltas[kind].abs().sort(descending=True).values
+        count = max(1, round(fraction * magnitudes.numel()))
+        total = magnitudes.sum().item()
+        return magnitudes[:count].sum().item() / total if total else 0.0
+
+    def outliers(self, kind: str, count: int = 20) -> list[dict[str, Any]]:
+        """The ``count`` tokens with the largest |change|, with their change."""
+        order = self.deltas[kind].abs().argsort(descending=True)[:count].tolist()
+        return [{"token": self.tokens[kind][i], "delta": self.deltas[kind][i].item()} for i in order]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            kind: {
+                "num_tokens": self.deltas[kind].numel(),
+                "mean_delta": self.deltas[kind].mean().item(),
+                "total_delta": self.deltas[kind].sum().item(),
+                "top_1pct_share": self.top_share(kind, 0.01),
+                "top_5pct_share": self.top_share(kind, 0.05),
+                "outliers": self.outliers(kind),
+            }
+            for kind in self.deltas
+        }
+
+
+def _encode(tokenizer, prompt, response) -> tuple[list[int], int]:
+    """Token ids of prompt + response and the index where the response starts."""
+    prompt_ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+    full = tokenizer.apply_chat_template(prompt + response, tokenize=False)
+    start = len(tokenizer(prompt_ids, add_special_tokens=False)["input_ids"])
+    return tokenizer(full, add_special_tokens=False)["input_ids"], start
+
+
+@torch.no_grad()
+def _response_logprobs(
+    model: PreTrainedModel, ids: list[list[int]], starts: list[int], pad_id: int
+) -> list[torch.Tensor]:
+    width = max(len(x) for x in ids)
+    input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+    attention = torch.zeros_like(input_ids)
+    for row, x in enumerate(ids):
+        input_ids[row, : len(x)] = torch.tensor(x)
+        attention[row, : len(x)] = 1
+    device = next(model.parameters()).device
+    logits = model(input_ids=input_ids.to(device), attention_mask=attention.to(device)).logits[:, :-1]
+    per_token = token_logprobs(logits, input_ids[:, 1:].to(device)).cpu()
+    return [per_token[row, start - 1 : len(x) - 1] for row, (x, start) in enumerate(zip(ids, starts, strict=True))]
+
+
+def token_shift(
+    policy: PreTrainedModel,
+    reference: PreTrainedModel,
+    dataset: Dataset,
+    tokenizer: PreTrainedTokenizerBase,
+    batch_size: int = 8,
+) -> TokenShift:
+    """Per-token log-prob changes of the chosen and rejected responses of a preference dataset.
+
+    ``dataset`` needs conversational ``prompt``, ``chosen`` and ``rejected`` columns (as
+    :func:`hf_ext.data.preference_dataset` produces).
+    """
+    missing = [c for c in ("prompt", *RESPONSES) if c not in dataset.column_names]
+    if missing:
+        raise ValueError(f"token_shift: `dataset` lacks columns {missing}; it needs prompt, chosen and rejected")
+    was_training = policy.training, reference.training
+    policy.eval(), reference.eval()
+    shift = TokenShift()
+    try:
+        for kind in RESPONSES:
+            deltas, tokens = [], []
+            for start in range(0, len(dataset), batch_size):
+                rows = dataset.select(range(start, min(start + batch_size, len(dataset))))
+                encoded = [_encode(tokenizer, p, r) for p, r in zip(rows["prompt"], rows[kind], strict=True)]
+                ids, starts = [e[0] for e in encoded], [e[1] for e in encoded]
+                pad = tokenizer.pad_token_id
+                for after, before, x, s in zip(
+                    _response_logprobs(policy, ids, starts, pad),
+                    _response_logprobs(reference, ids, starts, pad),
+                    ids,
+                    starts,
+                    strict=True,
+                ):
+                    deltas.append(after - before)
+                    tokens.extend(tokenizer.convert_ids_to_tokens(x[s:]))
+            shift.deltas[kind], shift.tokens[kind] = torch.cat(deltas), tokens
+    finally:
+        policy.train(was_training[0])
+        reference.train(was_training[1])
+    return shift

@@ -10,33 +10,41 @@ from .regularizer import REGULARIZER_FORMS, log_total_probability, probability_r
 
 
 @dataclass
-class RegularizedDPOConfig(DPOConfig):
-    """``trl.DPOConfig`` plus the total-probability regularizer (``regularizer_coef=0`` is plain DPO)."""
+class TotalProbabilityArguments:
+    """The regularizer's fields, shared by the DPO and SimPO configs."""
 
     regularizer_coef: float = field(
         default=0.1,
         metadata={
             "help": "Weight of the penalty on log P, P = exp(mean log-prob of chosen) + exp(mean log-prob of "
-            "rejected); 0 gives TRL's DPO loss exactly."
+            "rejected); 0 gives TRL's loss exactly."
         },
     )
     regularizer_form: str = field(
         default="one_sided",
         metadata={
             "help": f"One of {REGULARIZER_FORMS}: 'one_sided' penalises max(0, anchor - log P), 'two_sided' "
-            "(log P - anchor)^2. The anchor is the reference model's log P on the same pair."
+            "(log P - anchor)^2."
         },
     )
 
-    def __post_init__(self):
-        super().__post_init__()
+    def check_regularizer(self) -> None:
+        name = type(self).__name__
         if self.regularizer_coef < 0:
-            raise ValueError(f"RegularizedDPOConfig: `regularizer_coef` must be >= 0, got {self.regularizer_coef}")
+            raise ValueError(f"{name}: `regularizer_coef` must be >= 0, got {self.regularizer_coef}")
         if self.regularizer_form not in REGULARIZER_FORMS:
             raise ValueError(
-                f"RegularizedDPOConfig: `regularizer_form` must be one of {REGULARIZER_FORMS}, "
-                f"got {self.regularizer_form!r}"
+                f"{name}: `regularizer_form` must be one of {REGULARIZER_FORMS}, got {self.regularizer_form!r}"
             )
+
+
+@dataclass
+class RegularizedDPOConfig(DPOConfig, TotalProbabilityArguments):
+    """``trl.DPOConfig`` plus the total-probability regularizer, anchored at the reference model's ``log P``."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.check_regularizer()
         if self.ld_alpha is not None:
             raise ValueError("RegularizedDPOConfig: `ld_alpha` is not supported with the regularizer; leave it None")
 

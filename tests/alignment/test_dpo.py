@@ -71,3 +71,31 @@ def test_loss_adds_the_penalty_on_log_p_against_the_reference(tmp_path, form):
 def test_bad_config_names_the_field(tmp_path, kwargs, field):
     with pytest.raises(ValueError, match=f"`{field}`"):
         RegularizedDPOConfig(output_dir=str(tmp_path), **COMMON, **kwargs)
+
+
+def test_peft_reference_is_the_adapter_as_it_was_at_construction(tmp_path):
+    """TRL keeps a copy of an existing adapter, named "ref", as the reference: moving the trained
+    adapter afterwards must show up as a penalty against that copy."""
+    from peft import LoraConfig, get_peft_model
+
+    model, tokenizer = tiny_causal_lm(seed=0)
+    model = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
+    args = RegularizedDPOConfig(output_dir=str(tmp_path), regularizer_coef=1.0, regularizer_form="two_sided", **COMMON)
+    trainer = RegularizedDPOTrainer(
+        model=model, args=args, train_dataset=preference_dataset(8), processing_class=tokenizer
+    )
+    batch = next(iter(trainer.get_train_dataloader()))
+    log_p_ref = _independent_log_p(trainer.model, batch)
+    with torch.no_grad():
+        for name, param in trainer.model.named_parameters():
+            if "lora_B.default" in name:
+                param.copy_(torch.randn_like(param))
+    log_p = _independent_log_p(trainer.model, batch)
+    loss = trainer.compute_loss(trainer.model, batch)
+    metrics = trainer._metrics["train"]
+    assert metrics["regularizer/log_p"][0] == pytest.approx(log_p.mean().item(), rel=1e-5)
+    assert metrics["regularizer/log_p_ref"][0] == pytest.approx(log_p_ref.mean().item(), rel=1e-5)
+    expected_penalty = (log_p - log_p_ref).square().mean().item()
+    # The penalty is a small difference of two ~-10 values: compare it loosely, log P values tightly.
+    assert metrics["regularizer/penalty"][0] == pytest.approx(expected_penalty, rel=1e-2)
+    assert expected_penalty > 0 and torch.isfinite(loss)

@@ -6,22 +6,11 @@ from hf_ext.alignment import RegularizedDPOConfig, RegularizedDPOTrainer, log_to
 from hf_ext.data import preference_dataset
 from hf_ext.models import tiny_causal_lm
 
-COMMON = dict(
-    per_device_train_batch_size=4,
-    max_steps=1,
-    report_to="none",
-    bf16=False,
-    gradient_checkpointing=False,
-    use_cpu=True,
-    save_strategy="no",
-    dataloader_pin_memory=False,
-)
 
-
-def _trainer(cls, config, tmp_path):
+def _trainer(cls, config, trl_args):
     model, tokenizer = tiny_causal_lm(seed=0)
     reference, _ = tiny_causal_lm(seed=1)  # differs from the policy, so log P and its anchor differ
-    args = config(output_dir=str(tmp_path), **COMMON)
+    args = config(**trl_args)
     return cls(
         model=model, ref_model=reference, args=args, train_dataset=preference_dataset(8), processing_class=tokenizer
     )
@@ -40,10 +29,10 @@ def _independent_log_p(model, batch):
     return log_total_probability(*means.chunk(2))
 
 
-def test_zero_coefficient_is_trl_dpo_exactly(tmp_path):
-    plain, _ = _loss_and_batch(_trainer(DPOTrainer, DPOConfig, tmp_path))
+def test_zero_coefficient_is_trl_dpo_exactly(trl_args):
+    plain, _ = _loss_and_batch(_trainer(DPOTrainer, DPOConfig, trl_args))
     regularized_trainer = _trainer(
-        RegularizedDPOTrainer, lambda **kw: RegularizedDPOConfig(regularizer_coef=0.0, **kw), tmp_path
+        RegularizedDPOTrainer, lambda **kw: RegularizedDPOConfig(regularizer_coef=0.0, **kw), trl_args
     )
     regularized, _ = _loss_and_batch(regularized_trainer)
     assert regularized.item() == plain.item()
@@ -51,12 +40,12 @@ def test_zero_coefficient_is_trl_dpo_exactly(tmp_path):
 
 
 @pytest.mark.parametrize("form", ["one_sided", "two_sided"])
-def test_loss_adds_the_penalty_on_log_p_against_the_reference(tmp_path, form):
-    plain, _ = _loss_and_batch(_trainer(DPOTrainer, DPOConfig, tmp_path))
+def test_loss_adds_the_penalty_on_log_p_against_the_reference(trl_args, form):
+    plain, _ = _loss_and_batch(_trainer(DPOTrainer, DPOConfig, trl_args))
     trainer = _trainer(
         RegularizedDPOTrainer,
         lambda **kw: RegularizedDPOConfig(regularizer_coef=2.0, regularizer_form=form, **kw),
-        tmp_path,
+        trl_args,
     )
     loss, batch = _loss_and_batch(trainer)
     deviation = _independent_log_p(trainer.model, batch) - _independent_log_p(trainer.ref_model, batch)
@@ -68,19 +57,19 @@ def test_loss_adds_the_penalty_on_log_p_against_the_reference(tmp_path, form):
     ("kwargs", "field"),
     [({"regularizer_coef": -1.0}, "regularizer_coef"), ({"regularizer_form": "l1"}, "regularizer_form")],
 )
-def test_bad_config_names_the_field(tmp_path, kwargs, field):
+def test_bad_config_names_the_field(trl_args, kwargs, field):
     with pytest.raises(ValueError, match=f"`{field}`"):
-        RegularizedDPOConfig(output_dir=str(tmp_path), **COMMON, **kwargs)
+        RegularizedDPOConfig(**trl_args, **kwargs)
 
 
-def test_peft_reference_is_the_adapter_as_it_was_at_construction(tmp_path):
+def test_peft_reference_is_the_adapter_as_it_was_at_construction(trl_args):
     """TRL keeps a copy of an existing adapter, named "ref", as the reference: moving the trained
     adapter afterwards must show up as a penalty against that copy."""
     from peft import LoraConfig, get_peft_model
 
     model, tokenizer = tiny_causal_lm(seed=0)
     model = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
-    args = RegularizedDPOConfig(output_dir=str(tmp_path), regularizer_coef=1.0, regularizer_form="two_sided", **COMMON)
+    args = RegularizedDPOConfig(regularizer_coef=1.0, regularizer_form="two_sided", **trl_args)
     trainer = RegularizedDPOTrainer(
         model=model, args=args, train_dataset=preference_dataset(8), processing_class=tokenizer
     )

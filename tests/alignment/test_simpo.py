@@ -6,18 +6,6 @@ from hf_ext.alignment import RegularizedSimPOConfig, RegularizedSimPOTrainer, lo
 from hf_ext.data import preference_dataset
 from hf_ext.models import tiny_causal_lm
 
-COMMON = dict(
-    per_device_train_batch_size=4,
-    max_steps=1,
-    report_to="none",
-    bf16=False,
-    gradient_checkpointing=False,
-    use_cpu=True,
-    save_strategy="no",
-    dataloader_pin_memory=False,
-    remove_unused_columns=False,
-)
-
 
 def _shift_weights(model):
     """Move the policy away from where the anchors were taken."""
@@ -31,14 +19,14 @@ def _loss(trainer):
     return trainer.compute_loss(trainer.model, batch), batch
 
 
-def _pair(tmp_path, **regularizer):
+def _pair(trl_args, **regularizer):
     torch.manual_seed(0)
     model, tokenizer = tiny_causal_lm(seed=0)
     plain_model, _ = tiny_causal_lm(seed=0)
     data = preference_dataset(8)
-    config = RegularizedSimPOConfig(output_dir=str(tmp_path), **COMMON, **regularizer)
+    config = RegularizedSimPOConfig(**trl_args, **regularizer)
     trainer = RegularizedSimPOTrainer(model=model, args=config, train_dataset=data, processing_class=tokenizer)
-    plain_config = CPOConfig(output_dir=str(tmp_path), loss_type="simpo", cpo_alpha=0.0, **COMMON)
+    plain_config = CPOConfig(loss_type="simpo", cpo_alpha=0.0, **trl_args)
     plain = CPOTrainer(model=plain_model, args=plain_config, train_dataset=data, processing_class=tokenizer)
     torch.manual_seed(1)
     _shift_weights(model)
@@ -47,9 +35,9 @@ def _pair(tmp_path, **regularizer):
     return trainer, plain
 
 
-def test_anchors_are_the_policy_log_p_before_training(tmp_path):
+def test_anchors_are_the_policy_log_p_before_training(trl_args):
     model, tokenizer = tiny_causal_lm(seed=0)
-    config = RegularizedSimPOConfig(output_dir=str(tmp_path), **COMMON)
+    config = RegularizedSimPOConfig(**trl_args)
     trainer = RegularizedSimPOTrainer(
         model=model, args=config, train_dataset=preference_dataset(8), processing_class=tokenizer
     )
@@ -59,16 +47,16 @@ def test_anchors_are_the_policy_log_p_before_training(tmp_path):
     assert metrics["regularizer/log_p"] == pytest.approx(metrics["regularizer/log_p_anchor"], abs=1e-5)
 
 
-def test_zero_coefficient_is_trl_simpo_exactly(tmp_path):
-    trainer, plain = _pair(tmp_path, regularizer_coef=0.0)
+def test_zero_coefficient_is_trl_simpo_exactly(trl_args):
+    trainer, plain = _pair(trl_args, regularizer_coef=0.0)
     (loss, _), (plain_loss, _) = _loss(trainer), _loss(plain)
     assert loss.item() == plain_loss.item()
     assert trainer._regularizer_metrics["regularizer/penalty"] > 0
 
 
 @pytest.mark.parametrize("form", ["one_sided", "two_sided"])
-def test_loss_adds_the_penalty_against_the_cached_anchor(tmp_path, form):
-    trainer, plain = _pair(tmp_path, regularizer_coef=3.0, regularizer_form=form)
+def test_loss_adds_the_penalty_against_the_cached_anchor(trl_args, form):
+    trainer, plain = _pair(trl_args, regularizer_coef=3.0, regularizer_form=form)
     (loss, batch), (plain_loss, _) = _loss(trainer), _loss(plain)
     with torch.no_grad():
         log_p = log_total_probability(*trainer.concatenated_forward(trainer.model, batch)[:2])
@@ -81,6 +69,6 @@ def test_loss_adds_the_penalty_against_the_cached_anchor(tmp_path, form):
     ("kwargs", "match"),
     [({"loss_type": "sigmoid"}, "loss_type='simpo'"), ({"regularizer_coef": -0.5}, "`regularizer_coef`")],
 )
-def test_bad_config_is_rejected(tmp_path, kwargs, match):
+def test_bad_config_is_rejected(trl_args, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        RegularizedSimPOConfig(output_dir=str(tmp_path), **COMMON, **kwargs)
+        RegularizedSimPOConfig(**trl_args, **kwargs)

@@ -89,7 +89,8 @@ def token_shift(
     if missing:
         raise ValueError(f"token_shift: `dataset` lacks columns {missing}; it needs prompt, chosen and rejected")
     was_training = policy.training, reference.training
-    policy.eval(), reference.eval()
+    policy.eval()
+    reference.eval()
     shift = TokenShift()
     try:
         for kind in RESPONSES:

@@ -60,7 +60,12 @@ class ZOTrainer(Trainer):
         # Nothing is backpropagated, so accelerate only places (and casts) the model: no DDP wrapper.
         self.accelerator.prepare_model = functools.partial(self.accelerator.prepare_model, evaluation_mode=True)
         self._step_of_last_micro_batch: int | None = None
-        self._window = {"abs_grad_sum": 0.0, "abs_grad_max": 0.0, "num_grads": 0, "forwards": 0, "skipped": 0}
+        self._window = self._empty_window()
+
+    @staticmethod
+    def _empty_window() -> dict[str, float]:
+        """Projected-gradient statistics accumulated between two training logs."""
+        return {"abs_grad_sum": 0.0, "abs_grad_max": 0.0, "num_grads": 0, "forwards": 0, "skipped": 0}
 
     def _check_args(self) -> None:
         if self.args.max_grad_norm:
@@ -132,5 +137,5 @@ class ZOTrainer(Trainer):
                 logs["zo/projected_grad_abs_max"] = window["abs_grad_max"]
             logs["zo/forward_passes"] = window["forwards"]
             logs["zo/skipped_steps"] = window["skipped"]
-            self._window = dict.fromkeys(window, 0) | {"abs_grad_sum": 0.0, "abs_grad_max": 0.0}
+            self._window = self._empty_window()
         super().log(logs, start_time)

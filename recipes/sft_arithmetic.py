@@ -19,15 +19,13 @@ from trl import TrlParser
 from hf_ext.data import arithmetic_dataset
 from hf_ext.data.sft import tokenize_prompt_completion
 from hf_ext.evaluation import arithmetic_accuracy
-from hf_ext.models import load_smollm2, tiny_causal_lm
+from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
-
-MODELS = {"smollm2": load_smollm2, "tiny": tiny_causal_lm}
 
 
 @dataclass
 class SFTArithmeticArguments:
-    model: str = field(default="smollm2", metadata={"help": f"Model to fine-tune, one of {sorted(MODELS)}."})
+    model: str = field(default="smollm2", metadata={"help": f"Model to fine-tune, one of {sorted(CAUSAL_LMS)}."})
     difficulty: int = field(default=1, metadata={"help": "Arithmetic difficulty, 1 (one-digit sums) to 4."})
     num_train: int = field(default=256, metadata={"help": "Number of training problems."})
     num_eval: int = field(default=64, metadata={"help": "Number of held-out problems for exact-match accuracy."})
@@ -35,14 +33,14 @@ class SFTArithmeticArguments:
     eval_batch_size: int = field(default=16, metadata={"help": "Prompts per generation batch."})
 
     def __post_init__(self):
-        if self.model not in MODELS:
-            raise ValueError(f"`model` must be one of {sorted(MODELS)}, got {self.model!r}")
+        if self.model not in CAUSAL_LMS:
+            raise ValueError(f"`model` must be one of {sorted(CAUSAL_LMS)}, got {self.model!r}")
 
 
 def main(argv: list[str] | None = None) -> dict:
     script_args, training_args = TrlParser((SFTArithmeticArguments, TrainingArguments)).parse_args_and_config(argv)
     state = PartialState()
-    model, tokenizer = MODELS[script_args.model]()
+    model, tokenizer = load_causal_lm(script_args.model)
     train = arithmetic_dataset(script_args.num_train, script_args.difficulty, seed=training_args.seed)
     held_out = arithmetic_dataset(script_args.num_eval, script_args.difficulty, seed=training_args.seed + 1)
     columns = train.column_names

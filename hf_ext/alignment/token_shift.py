@@ -13,15 +13,39 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hf_ext.kernels import token_logprobs
 
+from .regularizer import log_total_probability
+
 RESPONSES = ("chosen", "rejected")
 
 
 @dataclass
 class TokenShift:
-    """Per-token changes ``log p_policy - log p_reference`` on the response tokens, per response kind."""
+    """Per-token log-probs of each response under the reference and the policy, per response kind.
 
-    deltas: dict[str, torch.Tensor] = field(default_factory=dict)
+    ``reference_logps[kind][i]`` and ``policy_logps[kind][i]`` hold the log-probs of the tokens of
+    response ``i``; ``tokens[kind]`` lists all response tokens of that kind, in the same order.
+    """
+
+    reference_logps: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    policy_logps: dict[str, list[torch.Tensor]] = field(default_factory=dict)
     tokens: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def deltas(self) -> dict[str, torch.Tensor]:
+        """``log p_policy - log p_reference`` of every response token, per kind."""
+        return {
+            kind: torch.cat([p - r for p, r in zip(self.policy_logps[kind], self.reference_logps[kind], strict=True)])
+            for kind in self.policy_logps
+        }
+
+    def mean_logps(self, kind: str, model: str) -> torch.Tensor:
+        """Length-normalized log-prob of each response of ``kind`` under ``model`` ("policy" or "reference")."""
+        logps = {"policy": self.policy_logps, "reference": self.reference_logps}[model][kind]
+        return torch.stack([x.mean() for x in logps])
+
+    def log_total_probability(self, model: str) -> torch.Tensor:
+        """``log P`` of each pair under ``model``, P = exp(mean log-prob chosen) + exp(mean log-prob rejected)."""
+        return log_total_probability(self.mean_logps("chosen", model), self.mean_logps("rejected", model))
 
     def top_share(self, kind: str, fraction: float) -> float:
         """Share of the total absolute change carried by the top ``fraction`` of tokens (by |change|)."""
@@ -32,21 +56,26 @@ class TokenShift:
 
     def outliers(self, kind: str, count: int = 20) -> list[dict[str, Any]]:
         """The ``count`` tokens with the largest |change|, with their change."""
-        order = self.deltas[kind].abs().argsort(descending=True)[:count].tolist()
-        return [{"token": self.tokens[kind][i], "delta": self.deltas[kind][i].item()} for i in order]
+        deltas = self.deltas[kind]
+        order = deltas.abs().argsort(descending=True)[:count].tolist()
+        return [{"token": self.tokens[kind][i], "delta": deltas[i].item()} for i in order]
 
     def summary(self) -> dict[str, Any]:
-        return {
-            kind: {
-                "num_tokens": self.deltas[kind].numel(),
-                "mean_delta": self.deltas[kind].mean().item(),
-                "total_delta": self.deltas[kind].sum().item(),
+        """JSON-ready numbers: per kind the mean log-probs before/after and the outlier shares, and log P."""
+        report: dict[str, Any] = {}
+        for kind, deltas in self.deltas.items():
+            report[kind] = {
+                "num_tokens": deltas.numel(),
+                "mean_logps_reference": self.mean_logps(kind, "reference").mean().item(),
+                "mean_logps_policy": self.mean_logps(kind, "policy").mean().item(),
+                "mean_token_delta": deltas.mean().item(),
                 "top_1pct_share": self.top_share(kind, 0.01),
                 "top_5pct_share": self.top_share(kind, 0.05),
                 "outliers": self.outliers(kind),
             }
-            for kind in self.deltas
-        }
+        if set(RESPONSES) <= set(report):
+            report["log_p"] = {m: self.log_total_probability(m).mean().item() for m in ("reference", "policy")}
+        return report
 
 
 def _encode(tokenizer, prompt, response) -> tuple[list[int], int]:
@@ -94,22 +123,18 @@ def token_shift(
     shift = TokenShift()
     try:
         for kind in RESPONSES:
-            deltas, tokens = [], []
+            after, before, tokens = [], [], []
             for start in range(0, len(dataset), batch_size):
                 rows = dataset.select(range(start, min(start + batch_size, len(dataset))))
                 encoded = [_encode(tokenizer, p, r) for p, r in zip(rows["prompt"], rows[kind], strict=True)]
                 ids, starts = [e[0] for e in encoded], [e[1] for e in encoded]
                 pad = tokenizer.pad_token_id
-                for after, before, x, s in zip(
-                    _response_logprobs(policy, ids, starts, pad),
-                    _response_logprobs(reference, ids, starts, pad),
-                    ids,
-                    starts,
-                    strict=True,
-                ):
-                    deltas.append(after - before)
-                    tokens.extend(tokenizer.convert_ids_to_tokens(x[s:]))
-            shift.deltas[kind], shift.tokens[kind] = torch.cat(deltas), tokens
+                after.extend(_response_logprobs(policy, ids, starts, pad))
+                before.extend(_response_logprobs(reference, ids, starts, pad))
+                tokens.extend(
+                    token for x, s in zip(ids, starts, strict=True) for token in tokenizer.convert_ids_to_tokens(x[s:])
+                )
+            shift.policy_logps[kind], shift.reference_logps[kind], shift.tokens[kind] = after, before, tokens
     finally:
         policy.train(was_training[0])
         reference.train(was_training[1])

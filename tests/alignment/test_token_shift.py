@@ -25,10 +25,28 @@ def test_response_tokens_are_the_response_text():
 
 
 def test_shares_and_outliers_on_a_hand_made_shift():
-    shift = TokenShift(deltas={"chosen": torch.tensor([10.0] + [0.1] * 99)}, tokens={"chosen": ["big"] + ["x"] * 99})
+    reference = [torch.zeros(60), torch.zeros(40)]
+    policy = [torch.tensor([10.0] + [0.1] * 59), torch.full((40,), 0.1)]
+    shift = TokenShift(
+        reference_logps={"chosen": reference}, policy_logps={"chosen": policy}, tokens={"chosen": ["big"] + ["x"] * 99}
+    )
     assert shift.top_share("chosen", 0.01) == pytest.approx(10 / 19.9)
     assert shift.outliers("chosen", 1) == [{"token": "big", "delta": 10.0}]
-    assert shift.summary()["chosen"]["num_tokens"] == 100
+    summary = shift.summary()["chosen"]
+    assert summary["num_tokens"] == 100
+    assert summary["mean_logps_policy"] == pytest.approx(((10 + 5.9) / 60 + 0.1) / 2)
+
+
+def test_log_p_is_the_pairs_total_length_normalized_probability():
+    chosen, rejected = [torch.log(torch.tensor([0.5, 0.5]))], [torch.log(torch.tensor([0.2, 0.05]))]
+    shift = TokenShift(
+        reference_logps={"chosen": chosen, "rejected": rejected},
+        policy_logps={"chosen": rejected, "rejected": rejected},
+        tokens={"chosen": ["a", "b"], "rejected": ["c", "d"]},
+    )
+    # P = exp(mean log-prob chosen) + exp(mean log-prob rejected) = 0.5 + sqrt(0.2 * 0.05)
+    assert shift.log_total_probability("reference").item() == pytest.approx(torch.log(torch.tensor(0.6)).item())
+    assert shift.summary()["log_p"]["policy"] == pytest.approx(torch.log(torch.tensor(0.2)).item())
 
 
 def test_dataset_without_pairs_is_rejected():

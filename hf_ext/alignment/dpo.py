@@ -8,6 +8,8 @@ from trl import DPOConfig, DPOTrainer
 
 from .regularizer import REGULARIZER_FORMS, log_total_probability, probability_regularizer
 
+PAIR_COLUMNS = ("chosen", "rejected")
+
 
 @dataclass
 class TotalProbabilityArguments:
@@ -38,6 +40,17 @@ class TotalProbabilityArguments:
             )
 
 
+def require_pair_columns(dataset, owner: str, dataset_name: str) -> None:
+    """Fail at construction, naming what is missing, when a dataset holds no preference pairs."""
+    columns = dataset.column_names  # None for an IterableDataset whose features are unknown
+    missing = [c for c in PAIR_COLUMNS if columns is not None and c not in columns]
+    if missing:
+        raise ValueError(
+            f"{owner}: the {dataset_name} dataset lacks columns {missing}; preference data needs 'chosen' and "
+            f"'rejected' (and optionally 'prompt'), got {columns}"
+        )
+
+
 @dataclass
 class RegularizedDPOConfig(DPOConfig, TotalProbabilityArguments):
     """``trl.DPOConfig`` plus the total-probability regularizer, anchored at the reference model's ``log P``."""
@@ -63,6 +76,10 @@ class RegularizedDPOTrainer(DPOTrainer):
     Logs ``regularizer/log_p``, ``regularizer/log_p_ref``, ``regularizer/penalty`` and the chosen and
     rejected mean log-probs.
     """
+
+    def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
+        require_pair_columns(dataset, type(self).__name__, dataset_name)
+        return super()._prepare_dataset(dataset, processing_class, args, dataset_name)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         policy_logps, ref_logps = [], []

@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import DataLoader
 from trl.experimental.cpo import CPOConfig, CPOTrainer
 
-from .dpo import TotalProbabilityArguments
+from .dpo import TotalProbabilityArguments, require_pair_columns
 from .regularizer import log_total_probability, probability_regularizer
 
 # TRL's pairwise collator turns columns ending in "_logps" into tensors.
@@ -39,8 +39,11 @@ class RegularizedSimPOConfig(CPOConfig, TotalProbabilityArguments):
 class RegularizedSimPOTrainer(CPOTrainer):
     """SimPO whose per-pair loss adds ``regularizer_coef * penalty(log P, log P before training)``."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, model=None, args=None, data_collator=None, train_dataset=None, eval_dataset=None, **kwargs):
+        for name, dataset in (("train", train_dataset), ("eval", eval_dataset)):
+            if dataset is not None:
+                require_pair_columns(dataset, type(self).__name__, name)
+        super().__init__(model, args, data_collator, train_dataset, eval_dataset, **kwargs)
         self.train_dataset = self._with_anchors(self.train_dataset)
         if self.eval_dataset is not None:
             self.eval_dataset = self._with_anchors(self.eval_dataset)

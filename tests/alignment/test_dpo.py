@@ -88,3 +88,12 @@ def test_peft_reference_is_the_adapter_as_it_was_at_construction(trl_args):
     # The penalty is a small difference of two ~-10 values: compare it loosely, log P values tightly.
     assert metrics["regularizer/penalty"][0] == pytest.approx(expected_penalty, rel=1e-2)
     assert expected_penalty > 0 and torch.isfinite(loss)
+
+
+def test_dataset_without_pairs_fails_at_construction(trl_args):
+    model, tokenizer = tiny_causal_lm()
+    data = preference_dataset(4).rename_column("rejected", "other")
+    with pytest.raises(ValueError, match=r"RegularizedDPOTrainer: the train dataset lacks columns \['rejected'\]"):
+        RegularizedDPOTrainer(
+            model=model, args=RegularizedDPOConfig(**trl_args), train_dataset=data, processing_class=tokenizer
+        )

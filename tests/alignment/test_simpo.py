@@ -72,3 +72,16 @@ def test_loss_adds_the_penalty_against_the_cached_anchor(trl_args, form):
 def test_bad_config_is_rejected(trl_args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         RegularizedSimPOConfig(**trl_args, **kwargs)
+
+
+def test_dataset_without_pairs_fails_at_construction(trl_args):
+    model, tokenizer = tiny_causal_lm()
+    good, bad = preference_dataset(4), preference_dataset(4).remove_columns(["chosen", "rejected"])
+    with pytest.raises(ValueError, match=r"the eval dataset lacks columns \['chosen', 'rejected'\]"):
+        RegularizedSimPOTrainer(
+            model=model,
+            args=RegularizedSimPOConfig(**trl_args),
+            train_dataset=good,
+            eval_dataset=bad,
+            processing_class=tokenizer,
+        )

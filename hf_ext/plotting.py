@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -55,6 +56,29 @@ def plot_grouped_bars(
         ax.set_yscale("log")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_histograms(
+    samples: Mapping[str, Sequence[float]], path: str | Path, title: str, xlabel: str, bins: int = 80
+) -> Path:
+    """Overlaid histograms of named samples on shared bins, log-scaled counts so that tails show."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    values = [v for sample in samples.values() for v in sample]
+    edges = np.linspace(min(values), max(values), bins + 1) if values else bins
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, sample in samples.items():
+        ax.hist(sample, bins=edges, histtype="step", linewidth=1.5, label=name)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("count")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

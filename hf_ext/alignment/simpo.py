@@ -78,6 +78,8 @@ class RegularizedSimPOTrainer(CPOTrainer):
             losses = losses + self.args.regularizer_coef * penalty
         gather = self.accelerator.gather_for_metrics
         self._regularizer_metrics = {
+            "regularizer/mean_logps_chosen": gather(policy_chosen_logps.detach()).mean().item(),
+            "regularizer/mean_logps_rejected": gather(policy_rejected_logps.detach()).mean().item(),
             "regularizer/log_p": gather(log_p.detach()).mean().item(),
             "regularizer/log_p_anchor": gather(anchors).mean().item(),
             "regularizer/penalty": gather(penalty.detach()).mean().item(),

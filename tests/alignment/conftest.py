@@ -10,7 +10,7 @@ def trl_args(tmp_path):
         max_steps=1,
         report_to="none",
         bf16=False,
-        gradient_checkpointing=False,
+        activation_checkpointing=False,
         use_cpu=True,
         save_strategy="no",
         dataloader_pin_memory=False,

@@ -1,0 +1,68 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from hf_ext.recipes.dpo_regularized import main, parse_args
+
+from hf_ext.cli import recipes_dir
+
+TINY_RUN = ["--model", "tiny", "--num_train", "8", "--num_eval", "4", "--max_steps", "2", "--logging_steps", "1"]
+
+
+def _config(algorithm):
+    return str(recipes_dir() / "configs" / f"{algorithm}_regularized.yaml")
+
+
+@pytest.mark.parametrize("algorithm", ["dpo", "simpo"])
+def test_recipe_compares_vanilla_and_regularized_and_writes_its_reports(tmp_path, algorithm):
+    results = main(["--config", _config(algorithm), *TINY_RUN, "--output_dir", str(tmp_path)])
+    assert results["vanilla"]["regularizer_coef"] == 0.0 and results["regularized"]["regularizer_coef"] == 1.0
+    for result in results.values():
+        assert result["steps"] == 2
+        assert 0 <= result["held_out_after"]["reward_accuracy"] <= 1
+        displacement = result["held_out_displacement"]
+        change = displacement["chosen_mean_logp_after"] - displacement["chosen_mean_logp_before"]
+        assert displacement["chosen_mean_logp_change"] == pytest.approx(change)
+        assert len(result["train_mean_logps_chosen"]) == 2
+    assert json.loads((tmp_path / "results.json").read_text())["vanilla"]["steps"] == 2
+    shift = json.loads((tmp_path / "token_shift.json").read_text())
+    assert set(shift) == {"vanilla", "regularized"} and 0 < shift["vanilla"]["chosen"]["top_5pct_share"] <= 1
+    for plot in ("token_shift.png", "logps.png"):
+        assert (tmp_path / plot).stat().st_size > 1000
+
+
+def test_yaml_config_selects_the_algorithms_trl_config(tmp_path):
+    from hf_ext.alignment import RegularizedDPOConfig, RegularizedSimPOConfig
+
+    _, dpo = parse_args(["--config", _config("dpo"), "--output_dir", str(tmp_path)])
+    recipe, simpo = parse_args(["--config", _config("simpo"), "--regularizer_form", "two_sided"])
+    assert type(dpo) is RegularizedDPOConfig and (dpo.learning_rate, dpo.max_steps) == (3e-5, 60)
+    assert type(simpo) is RegularizedSimPOConfig and recipe.algorithm == "simpo"
+    assert (simpo.beta, simpo.simpo_gamma, simpo.regularizer_form) == (2.0, 0.5, "two_sided")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--algorithm", "ipo"], r"`algorithm` must be one of \['dpo', 'simpo'\]"),
+        (["--variants", "vanilla", "other"], r"`variants` must be a non-empty subset"),
+        (["--regularizer_coef", "-1"], r"`regularizer_coef` must be >= 0"),
+        (["--regularizer_form", "l1"], r"`regularizer_form` must be one of"),
+    ],
+)
+def test_bad_arguments_name_the_field(flags, message):
+    with pytest.raises(ValueError, match=message):
+        parse_args(["--config", _config("dpo"), *flags])
+
+
+@pytest.mark.slow
+def test_cli_runs_dpo_with_the_regularizer_on_two_cpu_processes(tmp_path):
+    overrides = ["model=tiny", "num_train=8", "num_eval=4", "max_steps=2", "variants=regularized"]
+    command = [sys.executable, "-m", "hf_ext.cli", "run", "dpo_regularized", "--accelerate-config", "cpu_2proc"]
+    result = subprocess.run(
+        [*command, *overrides, f"output_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count("dpo regularized: held-out chosen mean log-prob") == 1
+    assert json.loads((tmp_path / "results.json").read_text())["regularized"]["steps"] == 2

@@ -44,6 +44,7 @@ bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/kernel_speed.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/zo_alignment.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/zo_memory.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/token_logprobs_memory.py
 
 lint: install
 	$(VENV)/bin/ruff check .

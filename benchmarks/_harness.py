@@ -1,11 +1,16 @@
-"""Shared benchmark plumbing: timing with device synchronisation, and the JSON last line."""
+"""Shared benchmark plumbing: timing with device synchronisation, CPU peak memory, and the JSON last line."""
 
 import json
+import os
 import statistics
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import psutil
 import torch
 
 
@@ -31,3 +36,42 @@ def median_seconds(fn: Callable[[], Any], device: torch.device, warmup: int = 3,
 def emit(result: dict[str, Any]) -> None:
     """Print the benchmark's result as one JSON object, always the last line of output."""
     print(json.dumps(result, sort_keys=True), flush=True)
+
+
+class PeakRSS:
+    """Highest resident set size seen while the context is open, sampled every millisecond."""
+
+    def __init__(self):
+        self.peak = 0
+        self._stop = threading.Event()
+        self._process = psutil.Process()
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._process.memory_info().rss)
+            time.sleep(0.001)
+
+    def __enter__(self):
+        self.peak = self._process.memory_info().rss
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._process.memory_info().rss)
+
+
+def median_of_isolated_runs(script: str, flags: list[str], repeats: int) -> dict[str, Any]:
+    """Run ``script flags`` in fresh processes ``repeats`` times; the median of each number of its JSON last line.
+
+    Memory readings need a process of their own, and ``MALLOC_ARENA_MAX=2`` keeps glibc's
+    per-thread arenas from adding noise to them. The individual runs are kept under ``"runs"``.
+    """
+    env = os.environ | {"MALLOC_ARENA_MAX": "2"}
+    runs = []
+    for _ in range(repeats):
+        output = subprocess.run([sys.executable, script, *flags], check=True, capture_output=True, text=True, env=env)
+        runs.append(json.loads(output.stdout.strip().splitlines()[-1]))
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]} | {"runs": runs}

@@ -11,4 +11,5 @@ export HF_HUB_OFFLINE=1
 "$VENV/bin/pytest" -q tests/kernels
 "$VENV/bin/python" benchmarks/kernel_speed.py --dtype float32
 "$VENV/bin/python" benchmarks/kernel_speed.py --dtype bfloat16
+"$VENV/bin/python" benchmarks/token_logprobs_memory.py --repeats 1
 "$VENV/bin/python" benchmarks/zo_bf16_step.py

@@ -13,43 +13,12 @@ Targets, on the latter: AGZO/MeZO <= 1.10 and AGZO/AdamW <= 0.40. The last line 
 
 import argparse
 import json
-import os
-import statistics
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import psutil
-from _harness import emit
+from _harness import PeakRSS, emit, median_of_isolated_runs
 
 CONFIGS = ("agzo", "mezo", "adamw")
-
-
-class PeakRSS:
-    """Highest resident set size seen while the context is open, sampled every millisecond."""
-
-    def __init__(self):
-        self.peak = 0
-        self._stop = threading.Event()
-        self._process = psutil.Process()
-
-    def _sample(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._process.memory_info().rss)
-            time.sleep(0.001)
-
-    def __enter__(self):
-        self.peak = self._process.memory_info().rss
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._process.memory_info().rss)
 
 
 def run_one(config: str, batch_size: int, seq_len: int) -> dict:
@@ -98,24 +67,9 @@ def main() -> None:
         print(json.dumps(run_one(args.only, args.batch_size, args.seq_len)))
         return
     results = {}
-    env = os.environ | {"MALLOC_ARENA_MAX": "2"}
     for config in CONFIGS:
-        command = [
-            sys.executable,
-            __file__,
-            "--only",
-            config,
-            "--batch-size",
-            str(args.batch_size),
-            "--seq-len",
-            str(args.seq_len),
-        ]
-        runs = []
-        for _ in range(args.repeats):
-            output = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
-            runs.append(json.loads(output.strip().splitlines()[-1]))
-        results[config] = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-        results[config]["runs"] = runs
+        flags = ["--only", config, "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len)]
+        results[config] = median_of_isolated_runs(__file__, flags, args.repeats)
         print(
             f"{config}: peak RSS {results[config]['peak_rss_mib']:.0f} MiB, "
             f"{results[config]['peak_above_baseline_mib']:.0f} MiB above the import baseline",

@@ -18,7 +18,12 @@ _BLOCK_V = 1024
 def _logsumexp_reference(logits: torch.Tensor, chunk_size: int) -> torch.Tensor:
     lse = torch.full(logits.shape[:1], -float("inf"), device=logits.device, dtype=torch.float32)
     for start in range(0, logits.shape[1], chunk_size):
-        lse = torch.logaddexp(lse, torch.logsumexp(logits[:, start : start + chunk_size].float(), dim=-1))
+        chunk = logits[:, start : start + chunk_size].float()
+        peak = chunk.amax(1)
+        peak = torch.where(peak.isfinite(), peak, torch.zeros_like(peak))  # a row of -inf must not give nan
+        # One chunk-sized buffer (torch.logsumexp would allocate several).
+        chunk_lse = torch.sub(chunk, peak.unsqueeze(1)).exp_().sum(1).log_().add_(peak)
+        lse = torch.logaddexp(lse, chunk_lse)
     return lse
 
 
@@ -57,8 +62,8 @@ class _TokenLogProbs(torch.autograd.Function):
         grad_logits = torch.empty_like(logits)
         for start in range(0, logits.shape[1], ctx.chunk_size):
             chunk = logits[:, start : start + ctx.chunk_size].float()
-            # d(logit[label] - lse)/d logits = onehot(label) - softmax(logits)
-            grad_chunk = -torch.exp(chunk - lse.unsqueeze(1)) * grad.unsqueeze(1)
+            # d(logit[label] - lse)/d logits = onehot(label) - softmax(logits), built in one chunk-sized buffer
+            grad_chunk = torch.sub(chunk, lse.unsqueeze(1)).exp_().mul_(-grad.unsqueeze(1))
             in_chunk = (labels >= start) & (labels < start + chunk.shape[1])
             rows = in_chunk.nonzero().squeeze(1)
             grad_chunk[rows, labels[rows] - start] += grad[rows]

@@ -1,0 +1,69 @@
+"""Short training runs of both regularized trainers: gradient accumulation and PEFT LoRA."""
+
+import pytest
+import torch
+from peft import LoraConfig
+
+from hf_ext.alignment import (
+    RegularizedDPOConfig,
+    RegularizedDPOTrainer,
+    RegularizedSimPOConfig,
+    RegularizedSimPOTrainer,
+)
+from hf_ext.data import preference_dataset
+from hf_ext.models import tiny_causal_lm
+
+ALGORITHMS = {
+    "dpo": (RegularizedDPOTrainer, RegularizedDPOConfig),
+    "simpo": (RegularizedSimPOTrainer, RegularizedSimPOConfig),
+}
+
+
+def _train(algorithm, trl_args, peft_config=None, **overrides):
+    trainer_class, config_class = ALGORITHMS[algorithm]
+    model, tokenizer = tiny_causal_lm(seed=0)
+    reference = {"ref_model": tiny_causal_lm(seed=1)[0]} if algorithm == "dpo" and peft_config is None else {}
+    settings = trl_args | {
+        "max_steps": 2,
+        "optim": "sgd",
+        "learning_rate": 0.5,
+        "max_grad_norm": 0.0,
+        "regularizer_coef": 5.0,
+        "regularizer_form": "two_sided",
+        "logging_steps": 1,
+    }
+    trainer = trainer_class(
+        model=model,
+        args=config_class(**settings | overrides),
+        train_dataset=preference_dataset(8),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        **reference,
+    )
+    trainer.train()
+    return trainer
+
+
+@pytest.mark.parametrize("algorithm", ["dpo", "simpo"])
+def test_gradient_accumulation_gives_the_large_batch_update(trl_args, algorithm):
+    # Two steps, so that SimPO's policy has left its anchors and the penalty has a gradient.
+    whole = _train(algorithm, trl_args, per_device_train_batch_size=4)
+    halves = _train(algorithm, trl_args, per_device_train_batch_size=2, gradient_accumulation_steps=2)
+    start = tiny_causal_lm(seed=0)[0].state_dict()
+    for (name, a), b in zip(whole.model.state_dict().items(), halves.model.state_dict().values(), strict=True):
+        assert not torch.equal(a, start[name]), name
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-4, msg=name)
+    assert any("regularizer/penalty" in entry for entry in halves.state.log_history)
+
+
+@pytest.mark.parametrize("algorithm", ["dpo", "simpo"])
+def test_lora_training_moves_only_the_adapter_and_logs_the_regularizer(trl_args, algorithm):
+    lora = LoraConfig(r=2, target_modules=["q_proj", "v_proj"], lora_dropout=0.0, task_type="CAUSAL_LM")
+    trainer = _train(algorithm, trl_args, peft_config=lora)
+    base = tiny_causal_lm(seed=0)[0].state_dict()
+    for name, param in trainer.model.named_parameters():
+        if "lora_" not in name:
+            key = name.replace("base_model.model.", "").replace(".base_layer", "")
+            assert torch.equal(param, base[key]), name
+    logged = [entry for entry in trainer.state.log_history if "regularizer/log_p" in entry]
+    assert len(logged) == 2 and all(torch.isfinite(torch.tensor(entry["loss"])) for entry in logged)

@@ -81,11 +81,13 @@ def launch_command(
     recipes = available_recipes()
     if recipe not in recipes:
         raise ValueError(f"unknown recipe {recipe!r}; available: {sorted(recipes)}")
+    shipped = recipes_dir() / "configs" / f"{config or recipe}.yaml"
     if config is None:
-        default = recipes_dir() / "configs" / f"{recipe}.yaml"
-        config = str(default) if default.is_file() else None
+        config = str(shipped) if shipped.is_file() else None
     elif not Path(config).is_file():
-        raise ValueError(f"--config: no such file {config!r}")
+        if not shipped.is_file():
+            raise ValueError(f"--config: no such file or shipped config {config!r}")
+        config = str(shipped)
     command = [sys.executable, "-m", "accelerate.commands.launch"]
     resolved = _resolve_accelerate_config(accelerate_config)
     if resolved is not None:
@@ -104,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a recipe through `accelerate launch`")
     run.add_argument("recipe", help="recipe name, see `hf-ext list`")
     run.add_argument("overrides", nargs="*", help="key=value settings that override the config file")
-    run.add_argument("--config", help="YAML config (default: the recipe's own in recipes/configs/)")
+    run.add_argument("--config", help="YAML file, or the name of one in recipes/configs/ (default: the recipe's own)")
     run.add_argument(
         "--accelerate-config",
         help=f"accelerate config file or one of {list(ACCELERATE_CONFIGS)} "

@@ -1,7 +1,7 @@
 """Vanilla vs regularized DPO or SimPO on SmolLM2-135M-Instruct with offline arithmetic preference pairs.
 
     hf-ext run dpo_regularized                               # DPO, without and with the regularizer
-    hf-ext run dpo_regularized --config recipes/configs/simpo_regularized.yaml
+    hf-ext run dpo_regularized --config simpo_regularized    # SimPO, without and with it
 
 Trains the same initial model on the same pairs once per variant ("vanilla": regularizer_coef 0,
 TRL's loss exactly; "regularized": the configured coefficient and form) and measures on held-out

@@ -27,12 +27,20 @@ def test_run_builds_an_accelerate_launch_command_with_the_default_config():
     assert command[-4:] == ["--model", "tiny", "--learning_rate", "1e-4"]
 
 
+def test_config_may_name_a_shipped_config():
+    command = cli.launch_command("dpo_regularized", "simpo_regularized", [], None)
+    assert command[command.index("--config") + 1].endswith("configs/simpo_regularized.yaml")
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["run", "no_such_recipe"], "unknown recipe 'no_such_recipe'; available: ['agzo_finetune', 'sft_arithmetic']"),
+        (
+            ["run", "no_such_recipe"],
+            "unknown recipe 'no_such_recipe'; available: ['agzo_finetune', 'dpo_regularized', 'sft_arithmetic', 'token_shift']",
+        ),
         (["run", "sft_arithmetic", "oops"], "overrides must look like key=value, got 'oops'"),
-        (["run", "sft_arithmetic", "--config", "missing.yaml"], "--config: no such file"),
+        (["run", "sft_arithmetic", "--config", "missing.yaml"], "--config: no such file or shipped config"),
         (["run", "sft_arithmetic", "--accelerate-config", "tpu"], "one of ['cpu', 'cpu_2proc']"),
     ],
 )

@@ -1,0 +1,49 @@
+import pytest
+import torch
+
+from hf_ext.models import tiny_causal_lm
+from hf_ext.rl import apply_sparse_delta, save_sparse_delta
+
+
+def _trained_copy(changes):
+    """A tiny model and a copy of it with the given (name, flat index, new value) changes."""
+    base, _ = tiny_causal_lm(seed=0)
+    model, _ = tiny_causal_lm(seed=0)
+    with torch.no_grad():
+        for name, index, value in changes:
+            model.state_dict()[name].view(-1)[index] = value
+    return base, model
+
+
+def test_delta_stores_only_changed_entries_and_round_trips_bit_exactly(tmp_path):
+    base, model = _trained_copy(
+        [
+            ("model.layers.0.self_attn.q_proj.weight", 5, 0.125),
+            ("model.norm.weight", 3, 1.0 + 2**-20),  # a change far below bf16 resolution
+        ]
+    )
+    with torch.no_grad():  # 0.0 -> -0.0: equal as numbers, a change in bits
+        base.state_dict()["model.layers.1.mlp.down_proj.weight"].view(-1)[0] = 0.0
+        model.state_dict()["model.layers.1.mlp.down_proj.weight"].view(-1)[0] = -0.0
+    counts = save_sparse_delta(model, base, tmp_path / "delta.safetensors")
+    assert counts["changed"] == 3 and counts["total"] == sum(t.numel() for t in base.state_dict().values())
+    restored = apply_sparse_delta(base, tmp_path / "delta.safetensors").state_dict()
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(restored[name].view(torch.int32), tensor.view(torch.int32)), name
+
+
+def test_a_different_base_is_refused_before_anything_is_written(tmp_path):
+    base, model = _trained_copy([("model.norm.weight", 0, 2.0)])
+    save_sparse_delta(model, base, tmp_path / "delta.safetensors")
+    other, _ = tiny_causal_lm(seed=1)
+    before = {k: v.clone() for k, v in other.state_dict().items()}
+    with pytest.raises(ValueError, match="does not match the model the delta was saved against"):
+        apply_sparse_delta(other, tmp_path / "delta.safetensors")
+    assert all(torch.equal(before[k], v) for k, v in other.state_dict().items())
+
+
+def test_non_finite_changes_are_not_saved(tmp_path):
+    base, model = _trained_copy([("model.norm.weight", 1, float("nan"))])
+    with pytest.raises(ValueError, match="'model.norm.weight' has non-finite changed values"):
+        save_sparse_delta(model, base, tmp_path / "delta.safetensors")
+    assert not (tmp_path / "delta.safetensors").exists()

@@ -1,5 +1,14 @@
 """SGD for RL from verifiable rewards: GRPO presets, update sparsity, and sparse delta checkpoints."""
 
 from .delta import SparseDeltaCallback, apply_sparse_delta, save_sparse_delta, state_fingerprint
+from .sparsity import UpdateSparsityCallback, module_type, optimizer_state_bytes
 
-__all__ = ["SparseDeltaCallback", "apply_sparse_delta", "save_sparse_delta", "state_fingerprint"]
+__all__ = [
+    "SparseDeltaCallback",
+    "UpdateSparsityCallback",
+    "apply_sparse_delta",
+    "module_type",
+    "optimizer_state_bytes",
+    "save_sparse_delta",
+    "state_fingerprint",
+]

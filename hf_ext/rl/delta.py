@@ -19,7 +19,7 @@ DELTA_FILE = "sparse_delta.safetensors"
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
-def _bits(tensor: torch.Tensor) -> torch.Tensor:
+def bit_pattern(tensor: torch.Tensor) -> torch.Tensor:
     """The tensor's raw bit patterns, so that comparisons are exact (NaN == NaN, -0.0 != 0.0)."""
     tensor = tensor.detach().contiguous()
     return tensor.view(_BITS[tensor.element_size()]) if tensor.is_floating_point() else tensor
@@ -31,7 +31,7 @@ def state_fingerprint(state: dict[str, torch.Tensor]) -> str:
     for name in sorted(state):
         tensor = state[name].detach().cpu().contiguous()
         digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
-        digest.update(_bits(tensor).view(torch.uint8).numpy().tobytes())
+        digest.update(bit_pattern(tensor).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -41,7 +41,7 @@ def _state(model_or_state) -> dict[str, torch.Tensor]:
 
 def changed_entries(current: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
     """Flat indices of the entries whose bits differ between ``current`` and ``base``."""
-    return (_bits(current).flatten() != _bits(base).to(current.device).flatten()).nonzero().squeeze(1)
+    return (bit_pattern(current).flatten() != bit_pattern(base).to(current.device).flatten()).nonzero().squeeze(1)
 
 
 def save_sparse_delta(model, base, path: str | Path) -> dict[str, int]:

@@ -1,0 +1,121 @@
+"""How many parameter entries has training changed? Logged while training, per module type.
+
+With plain SGD on RLVR almost every entry stays bit-identical to its initial value. The
+callback compares the model against a snapshot taken at train start and logs the changed
+fraction in the parameters' own dtype and after rounding both sides to bf16 (which tells
+whether bf16 storage would round small updates away), plus the optimizer's state bytes.
+"""
+
+import re
+from collections import defaultdict
+
+import torch
+from transformers import TrainerCallback
+
+from .delta import bit_pattern, changed_entries
+
+SNAPSHOTS = ("cpu", "device", "block_hash")
+_LAYER_INDEX = re.compile(r"\.\d+\.")
+
+
+def module_type(parameter_name: str) -> str:
+    """The parameter's name without layer indices: one group per kind of weight across depth."""
+    return _LAYER_INDEX.sub(".", parameter_name)
+
+
+def block_checksums(tensor: torch.Tensor, block_size: int) -> torch.Tensor:
+    """One int64 checksum per ``block_size`` entries; any single-entry change alters its block's sum.
+
+    The sum weights each entry's bit pattern by a distinct odd number (arithmetic wraps modulo
+    2^64), so a change of one entry can never cancel out.
+    """
+    bits = bit_pattern(tensor).flatten().to(torch.int64)
+    padded = torch.nn.functional.pad(bits, (0, -bits.numel() % block_size)).view(-1, block_size)
+    weights = torch.arange(1, 2 * block_size, 2, device=bits.device, dtype=torch.int64)
+    return (padded * weights).sum(1)
+
+
+def optimizer_state_bytes(optimizer) -> int:
+    """Bytes held in tensors of the optimizer's per-parameter state (0 for plain SGD)."""
+    if optimizer is None:
+        return 0
+    return sum(
+        value.numel() * value.element_size()
+        for state in optimizer.state.values()
+        for value in state.values()
+        if isinstance(value, torch.Tensor)
+    )
+
+
+class UpdateSparsityCallback(TrainerCallback):
+    """Logs ``sparsity/*``: the fraction of parameter entries that differ from their value at train start.
+
+    Args:
+        snapshot: where the initial values are kept: ``"cpu"`` (a copy in host memory), ``"device"``
+            (a copy next to the parameters), or ``"block_hash"`` (one checksum per ``block_size``
+            entries on the device; it reports the fraction of changed blocks, not entries).
+        every_n_steps: measure at the first log at least this many steps after the last
+            measurement (0: at every log).
+        block_size: entries per checksum in ``"block_hash"`` mode.
+    """
+
+    def __init__(self, snapshot: str = "cpu", every_n_steps: int = 0, block_size: int = 4096):
+        if snapshot not in SNAPSHOTS:
+            raise ValueError(f"UpdateSparsityCallback: `snapshot` must be one of {SNAPSHOTS}, got {snapshot!r}")
+        if every_n_steps < 0 or block_size < 1:
+            raise ValueError(
+                f"UpdateSparsityCallback: `every_n_steps` must be >= 0 and `block_size` >= 1, got {every_n_steps} "
+                f"and {block_size}"
+            )
+        self.snapshot, self.every_n_steps, self.block_size = snapshot, every_n_steps, block_size
+        self.initial: dict[str, torch.Tensor] = {}
+        self.history: list[dict[str, float]] = []
+        self._last_step: int | None = None
+
+    def _keep(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.snapshot == "block_hash":
+            return block_checksums(tensor, self.block_size)
+        return tensor.detach().to("cpu" if self.snapshot == "cpu" else tensor.device, copy=True)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if not self.initial:
+            self.initial = {name: self._keep(param) for name, param in model.named_parameters()}
+
+    def measure(self, model, optimizer=None) -> dict[str, float]:
+        """The ``sparsity/*`` metrics of ``model`` against the snapshot."""
+        changed, total = defaultdict(int), defaultdict(int)
+        changed_bf16 = 0
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                group = module_type(name)
+                if self.snapshot == "block_hash":
+                    now = block_checksums(param, self.block_size)
+                    changed[group] += int((now != self.initial[name]).sum())
+                    total[group] += now.numel()
+                    continue
+                initial = self.initial[name]
+                changed[group] += changed_entries(param, initial).numel()
+                total[group] += param.numel()
+                if param.is_floating_point():
+                    rounded = param.to(torch.bfloat16), initial.to(param.device, torch.bfloat16)
+                    changed_bf16 += changed_entries(*rounded).numel()
+        unit = "block" if self.snapshot == "block_hash" else "entry"
+        all_changed, all_total = sum(changed.values()), sum(total.values())
+        metrics = {f"sparsity/changed_{unit}_fraction": all_changed / all_total}
+        if self.snapshot != "block_hash":
+            metrics["sparsity/changed_entry_fraction_bf16"] = changed_bf16 / all_total
+        metrics |= {f"sparsity/changed_{unit}_fraction/{g}": changed[g] / total[g] for g in sorted(total)}
+        metrics["sparsity/optimizer_state_bytes"] = optimizer_state_bytes(optimizer)
+        return metrics
+
+    def on_log(self, args, state, control, logs=None, model=None, optimizer=None, **kwargs):
+        step = state.global_step
+        if not self.initial or (self._last_step is not None and step - self._last_step < self.every_n_steps):
+            return
+        self._last_step = step
+        metrics = self.measure(model, optimizer)
+        self.history.append({"step": step, **metrics})
+        if logs is not None:
+            logs.update(metrics)
+        if state.log_history and state.log_history[-1].get("step") == step:
+            state.log_history[-1].update(metrics)

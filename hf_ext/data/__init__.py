@@ -4,13 +4,14 @@ from .arithmetic import arithmetic_dataset
 from .classification import docstring_classification
 from .corpus import stdlib_corpus
 from .preferences import preference_dataset
-from .rewards import arithmetic_reward, extract_final_number
+from .rewards import arithmetic_reward, extract_final_number, final_number_format_reward
 
 __all__ = [
     "arithmetic_dataset",
     "arithmetic_reward",
     "docstring_classification",
     "extract_final_number",
+    "final_number_format_reward",
     "preference_dataset",
     "stdlib_corpus",
 ]

@@ -1,4 +1,4 @@
-"""Verifiable reward for the arithmetic task: does the final number of a completion match?"""
+"""Verifiable rewards for the arithmetic task: does the final number match, and does the reply end on it?"""
 
 import re
 from collections.abc import Sequence
@@ -41,3 +41,15 @@ def arithmetic_reward(
         value = extract_final_number(_completion_text(completion))
         rewards.append(float(value is not None and value == expected))
     return rewards
+
+
+# The instruction asks to end on the final number: allow closing punctuation and whitespace after it.
+_ENDS_ON_NUMBER = re.compile(r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?[.!)*\s]*$")
+
+
+def final_number_format_reward(completions: Sequence[str | Sequence[dict[str, Any]]], **kwargs: Any) -> list[float]:
+    """1.0 where a completion ends on a number as the prompt instructs ("... = 7." or "**7**"), else 0.0.
+
+    A format signal to add to :func:`arithmetic_reward` with a small weight (TRL's ``reward_weights``).
+    """
+    return [float(bool(_ENDS_ON_NUMBER.search(_completion_text(completion)))) for completion in completions]

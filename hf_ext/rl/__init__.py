@@ -1,12 +1,14 @@
 """SGD for RL from verifiable rewards: GRPO presets, update sparsity, and sparse delta checkpoints."""
 
 from .delta import SparseDeltaCallback, apply_sparse_delta, save_sparse_delta, state_fingerprint
+from .rewards import checked_reward
 from .sparsity import UpdateSparsityCallback, module_type, optimizer_state_bytes
 
 __all__ = [
     "SparseDeltaCallback",
     "UpdateSparsityCallback",
     "apply_sparse_delta",
+    "checked_reward",
     "module_type",
     "optimizer_state_bytes",
     "save_sparse_delta",

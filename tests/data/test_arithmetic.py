@@ -1,6 +1,6 @@
 import pytest
 
-from hf_ext.data import arithmetic_dataset, arithmetic_reward, extract_final_number
+from hf_ext.data import arithmetic_dataset, arithmetic_reward, extract_final_number, final_number_format_reward
 
 
 def test_same_seed_gives_the_same_dataset_and_other_seeds_differ():
@@ -53,3 +53,18 @@ def test_reward_accepts_plain_and_conversational_completions():
     assert arithmetic_reward(completions, answer=[7, -3, 8, 1], prompts=["unused"] * 4) == [1.0, 1.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="2 completions but 1 answers"):
         arithmetic_reward(["1", "2"], answer=[1])
+
+
+@pytest.mark.parametrize(
+    ("text", "reward"),
+    [
+        ("3 + 4 = 7.", 1.0),
+        ("The answer is **-12**", 1.0),
+        ("1,234\n", 1.0),
+        ("7 is the answer.", 0.0),
+        ("", 0.0),
+        ("I think 5, or maybe not", 0.0),
+    ],
+)
+def test_format_reward_wants_the_reply_to_end_on_the_number(text, reward):
+    assert final_number_format_reward([[{"role": "assistant", "content": text}]], answer=[0]) == [reward]

@@ -16,7 +16,7 @@ class TotalProbabilityArguments:
     """The regularizer's fields, shared by the DPO and SimPO configs."""
 
     regularizer_coef: float = field(
-        default=0.1,
+        default=1.0,
         metadata={
             "help": "Weight of the penalty on log P, P = exp(mean log-prob of chosen) + exp(mean log-prob of "
             "rejected); 0 gives TRL's loss exactly."

@@ -2,7 +2,8 @@
 
 RLVR with plain SGD leaves almost every parameter entry bit-identical to the base model, so a
 checkpoint of the changed entries (flat index + new value per tensor) is a small fraction of a
-full one. Loading writes the stored values back into the base: the result is bit-exact. The
+full one. A tensor in which most entries changed is stored whole, so a delta is never much
+larger than a full checkpoint. Loading writes the stored values back into the base: the result is bit-exact. The
 base model's fingerprint is stored with the delta, and a different base is refused.
 """
 
@@ -68,7 +69,12 @@ def save_sparse_delta(model, base, path: str | Path) -> dict[str, int]:
         values = tensor.detach().flatten()[indices].cpu()
         if values.is_floating_point() and not torch.isfinite(values).all():
             raise ValueError(f"save_sparse_delta: {name!r} has non-finite changed values; refusing to save them")
-        tensors[f"{name}::indices"], tensors[f"{name}::values"] = indices.cpu(), values
+        index_dtype = torch.int32 if tensor.numel() <= torch.iinfo(torch.int32).max else torch.int64
+        sparse_bytes = indices.numel() * (index_dtype.itemsize + tensor.element_size())
+        if sparse_bytes < tensor.numel() * tensor.element_size():
+            tensors[f"{name}::indices"], tensors[f"{name}::values"] = indices.to(index_dtype).cpu(), values
+        else:  # most entries changed: the whole tensor is smaller than indices + values
+            tensors[f"{name}::dense"] = tensor.detach().cpu().contiguous()
         changed += indices.numel()
     metadata = {"format": FORMAT, "base_fingerprint": state_fingerprint(reference), "changed": str(changed)}
     path = Path(path)
@@ -102,12 +108,13 @@ def apply_sparse_delta(base, path: str | Path):
         )
     tensors = load_file(str(path))
     with torch.no_grad():
-        for key, indices in tensors.items():
-            if key.endswith("::indices"):
-                name = key.removesuffix("::indices")
-                target = state[name]
-                values = tensors[f"{name}::values"].to(target.device)
-                target.view(-1)[indices.to(target.device)] = values
+        for key, stored in tensors.items():
+            name, kind = key.rsplit("::", 1)
+            target = state[name]
+            if kind == "dense":
+                target.copy_(stored)
+            elif kind == "indices":
+                target.view(-1)[stored.to(target.device, torch.int64)] = tensors[f"{name}::values"].to(target.device)
     return base
 
 

@@ -1,5 +1,6 @@
 import pytest
 import torch
+from safetensors import safe_open
 
 from hf_ext.models import tiny_causal_lm
 from hf_ext.rl import apply_sparse_delta, save_sparse_delta
@@ -47,3 +48,15 @@ def test_non_finite_changes_are_not_saved(tmp_path):
     with pytest.raises(ValueError, match="'model.norm.weight' has non-finite changed values"):
         save_sparse_delta(model, base, tmp_path / "delta.safetensors")
     assert not (tmp_path / "delta.safetensors").exists()
+
+
+def test_a_mostly_changed_tensor_is_stored_whole_and_still_round_trips(tmp_path):
+    base, model = _trained_copy([])
+    with torch.no_grad():
+        model.state_dict()["model.norm.weight"].mul_(1.5)
+    counts = save_sparse_delta(model, base, tmp_path / "delta.safetensors")
+    assert counts["changed"] == model.state_dict()["model.norm.weight"].numel()
+    with safe_open(str(tmp_path / "delta.safetensors"), "pt") as stored:
+        assert list(stored.keys()) == ["model.norm.weight::dense"]
+    restored = apply_sparse_delta(base, tmp_path / "delta.safetensors")
+    assert torch.equal(restored.model.norm.weight, model.model.norm.weight)

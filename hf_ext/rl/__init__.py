@@ -2,7 +2,7 @@
 
 from .delta import SparseDeltaCallback, apply_sparse_delta, save_sparse_delta, state_fingerprint
 from .rewards import checked_reward
-from .sparsity import UpdateSparsityCallback, module_type, optimizer_state_bytes
+from .sparsity import UpdateSparsityCallback, module_type, optimizer_state_bytes, visible_in_bf16
 
 __all__ = [
     "SparseDeltaCallback",
@@ -13,4 +13,5 @@ __all__ = [
     "optimizer_state_bytes",
     "save_sparse_delta",
     "state_fingerprint",
+    "visible_in_bf16",
 ]

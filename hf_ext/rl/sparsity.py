@@ -2,8 +2,9 @@
 
 With plain SGD on RLVR almost every entry stays bit-identical to its initial value. The
 callback compares the model against a snapshot taken at train start and logs the changed
-fraction in the parameters' own dtype and after rounding both sides to bf16 (which tells
-whether bf16 storage would round small updates away), plus the optimizer's state bytes.
+fraction in the parameters' own dtype, and the fraction whose change is large enough to
+survive in bf16 (which tells whether bf16 rounding is why small updates vanish), plus the
+optimizer's state bytes.
 """
 
 import re
@@ -33,6 +34,20 @@ def block_checksums(tensor: torch.Tensor, block_size: int) -> torch.Tensor:
     padded = torch.nn.functional.pad(bits, (0, -bits.numel() % block_size)).view(-1, block_size)
     weights = torch.arange(1, 2 * block_size, 2, device=bits.device, dtype=torch.int64)
     return (padded * weights).sum(1)
+
+
+def visible_in_bf16(current: torch.Tensor, initial: torch.Tensor) -> torch.Tensor:
+    """Where the change from ``initial`` is at least half a bf16 ulp of ``initial``.
+
+    Such a change survives being added to a bf16 copy of the initial weight; a smaller one is
+    rounded away. (Comparing the two bf16-rounded values instead would also count tiny changes
+    of weights that sit on a rounding tie, which quantized checkpoints have many of.)
+    """
+    initial = initial.float()
+    change = (current.float() - initial).abs()
+    _, exponent = torch.frexp(initial)  # |initial| = m * 2^exponent, m in [0.5, 1); bf16 keeps 8 bits
+    half_ulp = torch.ldexp(torch.ones_like(initial), exponent - 9)
+    return torch.where(initial == 0, change > 0, change >= half_ulp)
 
 
 def optimizer_state_bytes(optimizer) -> int:
@@ -97,8 +112,7 @@ class UpdateSparsityCallback(TrainerCallback):
                 changed[group] += changed_entries(param, initial).numel()
                 total[group] += param.numel()
                 if param.is_floating_point():
-                    rounded = param.to(torch.bfloat16), initial.to(param.device, torch.bfloat16)
-                    changed_bf16 += changed_entries(*rounded).numel()
+                    changed_bf16 += int(visible_in_bf16(param, initial.to(param.device)).sum())
         unit = "block" if self.snapshot == "block_hash" else "entry"
         all_changed, all_total = sum(changed.values()), sum(total.values())
         metrics = {f"sparsity/changed_{unit}_fraction": all_changed / all_total}

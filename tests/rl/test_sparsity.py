@@ -3,7 +3,7 @@ import torch
 from transformers import TrainerControl, TrainerState, TrainingArguments
 
 from hf_ext.models import tiny_causal_lm
-from hf_ext.rl import UpdateSparsityCallback, module_type, optimizer_state_bytes
+from hf_ext.rl import UpdateSparsityCallback, module_type, optimizer_state_bytes, visible_in_bf16
 
 CHANGES = [
     ("model.layers.0.self_attn.q_proj.weight", 5, 0.5),
@@ -73,3 +73,10 @@ def test_groups_strip_layer_indices():
 def test_bad_snapshot_names_the_choices():
     with pytest.raises(ValueError, match=r"`snapshot` must be one of \('cpu', 'device', 'block_hash'\)"):
         UpdateSparsityCallback(snapshot="disk")
+
+
+def test_bf16_visibility_is_half_an_ulp_of_the_initial_value():
+    initial = torch.tensor([1.0, 1.0, 0.0, 3.0, -3.0])
+    current = initial + torch.tensor([2**-9, 2**-8, 1e-30, 2**-8, -(2**-6)])
+    # bf16 ulp: 2^-7 at 1.0 and 2^-6 at 3.0; a change from 0 is always representable
+    assert visible_in_bf16(current, initial).tolist() == [False, True, True, False, True]

@@ -56,7 +56,13 @@ def save_sparse_delta(model, base, path: str | Path) -> dict[str, int]:
         differing = sorted(current.keys() ^ reference.keys())[:5]
         raise ValueError(f"save_sparse_delta: `model` and `base` have different tensors, e.g. {differing}")
     tensors, changed, total = {}, 0, 0
+    aliases, owners = {}, {}  # tied weights (e.g. embeddings and LM head) are stored once
     for name, tensor in current.items():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        if key in owners:
+            aliases[name] = owners[key]
+            continue
+        owners[key] = name
         if tensor.shape != reference[name].shape or tensor.dtype != reference[name].dtype:
             raise ValueError(
                 f"save_sparse_delta: {name!r} is {tuple(tensor.shape)} {tensor.dtype} in `model` but "
@@ -76,7 +82,12 @@ def save_sparse_delta(model, base, path: str | Path) -> dict[str, int]:
         else:  # most entries changed: the whole tensor is smaller than indices + values
             tensors[f"{name}::dense"] = tensor.detach().cpu().contiguous()
         changed += indices.numel()
-    metadata = {"format": FORMAT, "base_fingerprint": state_fingerprint(reference), "changed": str(changed)}
+    metadata = {
+        "format": FORMAT,
+        "base_fingerprint": state_fingerprint(reference),
+        "changed": str(changed),
+        "aliases": json.dumps(aliases),
+    }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(path), metadata=metadata)
@@ -115,6 +126,9 @@ def apply_sparse_delta(base, path: str | Path):
                 target.copy_(stored)
             elif kind == "indices":
                 target.view(-1)[stored.to(target.device, torch.int64)] = tensors[f"{name}::values"].to(target.device)
+        for alias, owner in json.loads(metadata["aliases"]).items():
+            if state[alias].data_ptr() != state[owner].data_ptr():  # not tied in this base: copy
+                state[alias].copy_(state[owner])
     return base
 
 

@@ -1,0 +1,50 @@
+"""GRPO presets: plain SGD (the method) and AdamW (the baseline), ready for TRL's ``GRPOTrainer``.
+
+In RLVR, AdamW's momentum and per-parameter scaling buy little: plain SGD keeps no optimizer
+state, and its updates are reported to be extremely sparse. SGD's step is the raw (clipped)
+gradient, so it needs a learning rate orders of magnitude above AdamW's (``LEARNING_RATES``).
+"""
+
+import torch
+from trl import GRPOConfig
+
+# Swept on SmolLM2-135M-Instruct, arithmetic, 30 steps (README, RLVR section): SGD 0.1 collapsed
+# the held-out reward, 0.01 and 0.03 raised it (0.03 more); AdamW 1e-6 moved it little.
+LEARNING_RATES = {"sgd": 3e-2, "adamw": 1e-5}
+OPTIMIZER_SETTINGS = {
+    "sgd": {"optim": "sgd", "optim_args": "momentum=0", "weight_decay": 0.0},
+    "adamw": {"optim": "adamw_torch", "weight_decay": 0.0},
+}
+# Small groups and short completions, so that a run fits a few CPU cores; bf16 only where it is fast.
+COMMON_SETTINGS = {
+    "num_generations": 4,
+    "max_completion_length": 32,
+    "per_device_train_batch_size": 8,
+    "beta": 0.0,
+    "lr_scheduler_type": "constant",
+    "activation_checkpointing": False,
+    "dataloader_pin_memory": False,
+    "report_to": "none",
+}
+
+
+def grpo_preset(optimizer: str, **overrides) -> GRPOConfig:
+    """A ``GRPOConfig`` for ``optimizer`` ("sgd" or "adamw"); any ``GRPOConfig`` field can be overridden."""
+    if optimizer not in OPTIMIZER_SETTINGS:
+        raise ValueError(f"grpo_preset: `optimizer` must be one of {list(OPTIMIZER_SETTINGS)}, got {optimizer!r}")
+    fixed = sorted(set(overrides) & set(OPTIMIZER_SETTINGS[optimizer]) - {"weight_decay"})
+    if fixed:
+        raise ValueError(f"grpo_preset: {fixed} are set by the {optimizer!r} preset; pick the other preset instead")
+    bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    settings = COMMON_SETTINGS | {"bf16": bf16, "learning_rate": LEARNING_RATES[optimizer]}
+    return GRPOConfig(**settings | OPTIMIZER_SETTINGS[optimizer] | overrides)
+
+
+def sgd_grpo_config(**overrides) -> GRPOConfig:
+    """GRPO with plain SGD (no momentum, no weight decay): no optimizer state at all."""
+    return grpo_preset("sgd", **overrides)
+
+
+def adamw_grpo_config(**overrides) -> GRPOConfig:
+    """GRPO with AdamW, the baseline, under the same settings otherwise."""
+    return grpo_preset("adamw", **overrides)

@@ -1,0 +1,50 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from hf_ext.recipes.grpo_sgd import main
+
+from hf_ext.cli import recipes_dir
+
+TINY_RUN = ["--model", "tiny", "--num_train", "8", "--num_eval", "4", "--max_new_tokens", "4", "--max_steps", "2"]
+
+
+def _config():
+    return str(recipes_dir() / "configs" / "grpo_sgd.yaml")
+
+
+def test_recipe_runs_sgd_and_adamw_and_reports_sparsity_state_and_sizes(tmp_path):
+    results = main(["--config", _config(), *TINY_RUN, "--format_reward_weight", "0.2", "--output_dir", str(tmp_path)])
+    assert set(results) == {"sgd", "adamw"}
+    assert results["sgd"]["optimizer_state_bytes"] == 0 < results["adamw"]["optimizer_state_bytes"]
+    for result in results.values():
+        assert result["steps"] == 2 and 0 <= result["held_out_reward_after"] <= 1
+        assert 0 <= result["changed_fraction_bf16"] <= result["changed_fraction"] <= 1
+        assert result["full_checkpoint_bytes"] > 0 and result["sparse_delta_bytes"] > 0
+    assert json.loads((tmp_path / "results.json").read_text())["sgd"]["steps"] == 2
+    assert (tmp_path / "reward.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--optimizers", "lion"], r"`optimizers` must be a non-empty subset of \['sgd', 'adamw'\]"),
+        (["--format_reward_weight", "-1"], r"`format_reward_weight` must be >= 0"),
+    ],
+)
+def test_bad_arguments_name_the_field(flags, message):
+    with pytest.raises(ValueError, match=message):
+        main(["--config", _config(), *flags])
+
+
+@pytest.mark.slow
+def test_cli_runs_sgd_grpo_on_two_cpu_processes(tmp_path):
+    overrides = ["model=tiny", "num_train=16", "num_eval=4", "max_new_tokens=4", "max_steps=2", "optimizers=sgd"]
+    command = [sys.executable, "-m", "hf_ext.cli", "run", "grpo_sgd", "--accelerate-config", "cpu_2proc"]
+    result = subprocess.run(
+        [*command, *overrides, f"output_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count("sgd: held-out reward") == 1
+    assert json.loads((tmp_path / "results.json").read_text())["sgd"]["optimizer_state_bytes"] == 0

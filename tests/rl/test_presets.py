@@ -1,0 +1,50 @@
+import pytest
+import torch
+import yaml
+from trl import GRPOTrainer
+
+from hf_ext.cli import recipes_dir
+from hf_ext.data import arithmetic_dataset, arithmetic_reward
+from hf_ext.models import tiny_causal_lm
+from hf_ext.rl import checked_reward
+from hf_ext.rl.presets import COMMON_SETTINGS, LEARNING_RATES, adamw_grpo_config, grpo_preset, sgd_grpo_config
+
+
+def test_sgd_preset_builds_plain_sgd_without_state(tmp_path):
+    model, tokenizer = tiny_causal_lm()
+    args = sgd_grpo_config(output_dir=str(tmp_path), max_steps=1, use_cpu=True)
+    assert (args.learning_rate, args.num_generations) == (LEARNING_RATES["sgd"], 4)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=checked_reward(arithmetic_reward),
+        args=args,
+        train_dataset=arithmetic_dataset(8),
+        processing_class=tokenizer,
+    )
+    optimizer = trainer.create_optimizer()
+    assert isinstance(optimizer, torch.optim.SGD)
+    assert all(group["momentum"] == 0 and group["weight_decay"] == 0 for group in optimizer.param_groups)
+
+
+def test_adamw_preset_differs_only_in_the_optimizer(tmp_path):
+    sgd, adamw = sgd_grpo_config(output_dir=str(tmp_path)), adamw_grpo_config(output_dir=str(tmp_path))
+    assert adamw.optim == "adamw_torch" and adamw.learning_rate == LEARNING_RATES["adamw"]
+    different = {k for k, v in sgd.to_dict().items() if adamw.to_dict()[k] != v}
+    assert different == {"optim", "optim_args", "learning_rate"}
+
+
+def test_shipped_recipe_config_matches_the_presets():
+    config = yaml.safe_load((recipes_dir() / "configs" / "grpo_sgd.yaml").read_text())
+    assert {key: config[key] for key in COMMON_SETTINGS} == COMMON_SETTINGS
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: grpo_preset("lion"), r"`optimizer` must be one of \['sgd', 'adamw'\], got 'lion'"),
+        (lambda: sgd_grpo_config(optim="adamw_torch"), r"\['optim'\] are set by the 'sgd' preset"),
+    ],
+)
+def test_unknown_optimizer_or_conflicting_override_is_rejected(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -11,6 +11,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def _finish(fig, ax, path: Path, title: str, xlabel: str, ylabel: str) -> Path:
+    """Label, grid and legend the axes, save the figure as a PNG at ``path`` and free it."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def loss_curve(log_history: Sequence[Mapping[str, Any]], key: str = "loss") -> list[tuple[int, float]]:
     """(step, value) pairs of ``key`` from a ``Trainer``'s ``state.log_history``."""
     return [(int(entry["step"]), float(entry[key])) for entry in log_history if key in entry]
@@ -27,15 +40,7 @@ def plot_curves(
         if points:
             steps, values = zip(*points, strict=True)
             ax.plot(steps, values, label=name, marker="." if len(points) < 30 else None)
-    ax.set_xlabel("step")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, path, title, "step", ylabel)
 
 
 def plot_grouped_bars(
@@ -54,13 +59,7 @@ def plot_grouped_bars(
     ax.set_xticklabels(categories, rotation=30, ha="right", fontsize=8)
     if log_scale:
         ax.set_yscale("log")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, path, title, "", ylabel)
 
 
 def plot_histograms(
@@ -75,12 +74,4 @@ def plot_histograms(
     for name, sample in samples.items():
         ax.hist(sample, bins=edges, histtype="step", linewidth=1.5, label=name)
     ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("count")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, path, title, xlabel, "count")

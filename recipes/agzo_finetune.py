@@ -10,13 +10,13 @@ accuracy before and after each, and writes ``results.json`` and ``loss.png`` to 
 """
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from accelerate import PartialState
+from hf_ext.recipes._results import write_results
 from transformers import DataCollatorWithPadding, TrainingArguments, set_seed
 from trl import TrlParser
 
@@ -106,9 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"after {r['steps']} steps / {r['forward_passes']} forward passes ({r['train_seconds']:.0f} s)"
         )
     if state.is_main_process:
-        out = Path(training_args.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(results, indent=2))
+        out = write_results(training_args.output_dir, results)
         plot_curves(
             {m.upper(): r["loss"] for m, r in results.items()},
             out / "loss.png",

@@ -11,13 +11,13 @@ log-prob during training), and ``token_shift.json`` / ``token_shift.png`` to ``o
 """
 
 import dataclasses
-import json
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelerate import PartialState
+from hf_ext.recipes._results import write_results
 from hf_ext.recipes.token_shift import write_report
 from transformers import set_seed
 from trl import TrlParser
@@ -141,9 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"({result['steps']} steps, {result['train_seconds']:.0f} s)"
         )
     if state.is_main_process:
-        out = Path(training_args.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(results, indent=2))
+        out = write_results(training_args.output_dir, results)
         title = f"{recipe_args.algorithm.upper()} on {recipe_args.model}: held-out per-token change"
         write_report(shifts, out, title)
         plot_curves(

@@ -10,13 +10,13 @@ delta checkpoint vs a full one. Writes ``results.json`` and ``reward.png`` to ``
 """
 
 import dataclasses
-import json
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelerate import PartialState
+from hf_ext.recipes._results import write_results
 from transformers import set_seed
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
@@ -133,9 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"{r['full_checkpoint_bytes'] / 1e6:.1f} MB ({r['steps']} steps, {r['train_seconds']:.0f} s)"
         )
     if state.is_main_process:
-        out = Path(training_args.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(results, indent=2))
+        out = write_results(training_args.output_dir, results)
         plot_curves(
             {name.upper(): r["train_reward"] for name, r in results.items()},
             out / "reward.png",

@@ -7,12 +7,11 @@ Prints exact-match accuracy before and after training and writes ``results.json`
 ``loss.png`` to ``output_dir``.
 """
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from accelerate import PartialState
+from hf_ext.recipes._results import write_results
 from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
 from trl import TrlParser
 
@@ -72,9 +71,7 @@ def main(argv: list[str] | None = None) -> dict:
         "script_args": asdict(script_args),
     }
     if state.is_main_process:
-        out = Path(training_args.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(results, indent=2))
+        out = write_results(training_args.output_dir, results)
         plot_curves({"SFT": results["loss"]}, out / "loss.png", f"SFT of {script_args.model} on arithmetic")
         state.print(f"wrote {out / 'results.json'} and {out / 'loss.png'}")
     return results

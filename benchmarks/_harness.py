@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -31,6 +32,13 @@ def median_seconds(fn: Callable[[], Any], device: torch.device, warmup: int = 3,
         _synchronize(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def save_json(output_dir: str, name: str, payload: dict[str, Any]) -> None:
+    """Write the benchmark's full results to ``output_dir/name.json`` (the directory is created)."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
 
 
 def emit(result: dict[str, Any]) -> None:

@@ -11,10 +11,9 @@ accuracy. About 25 minutes on 2 CPU cores for both algorithms. The last line is 
 """
 
 import argparse
-import json
 from pathlib import Path
 
-from _harness import emit
+from _harness import emit, save_json
 from hf_ext.recipes.dpo_regularized import main as run_recipe
 
 from hf_ext.cli import recipes_dir
@@ -51,7 +50,7 @@ def main() -> None:
                 summary[f"{algorithm}_regularized_chosen_mean_logp_change"]
                 - summary[f"{algorithm}_vanilla_chosen_mean_logp_change"]
             )
-    (Path(args.output_dir) / "dpo_displacement.json").write_text(json.dumps(summary, indent=2))
+    save_json(args.output_dir, "dpo_displacement", summary)
     emit(summary)
 
 

@@ -11,12 +11,10 @@ at construction is reported separately. Target: ratio <= 1.05. The last line is 
 """
 
 import argparse
-import json
 import statistics
 import time
-from pathlib import Path
 
-from _harness import emit
+from _harness import emit, save_json
 from transformers import TrainerCallback
 from trl import DPOConfig, DPOTrainer
 from trl.experimental.cpo import CPOConfig, CPOTrainer
@@ -113,9 +111,7 @@ def main() -> None:
             summary[f"{algorithm}_{variant}_construction_seconds"] = construction
         print(f"{algorithm}: regularized / plain step time {summary[f'{algorithm}_overhead_ratio']:.3f}", flush=True)
     summary["target_met"] = all(summary[f"{a}_overhead_ratio"] <= 1.05 for a in args.algorithms)
-    out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "dpo_regularizer_overhead.json").write_text(json.dumps({"runs": runs, "summary": summary}, indent=2))
+    save_json(args.output_dir, "dpo_regularizer_overhead", {"runs": runs, "summary": summary})
     emit(summary)
 
 

@@ -12,10 +12,9 @@ The last line is JSON.
 """
 
 import argparse
-import json
 from pathlib import Path
 
-from _harness import emit
+from _harness import emit, save_json
 from hf_ext.recipes.grpo_sgd import main as run_recipe
 
 from hf_ext.cli import recipes_dir
@@ -48,7 +47,7 @@ def main() -> None:
     for key in ("changed_fraction", "changed_fraction_bf16"):
         if summary.get(f"sgd_{key}"):
             summary[f"adamw_over_sgd_{key}"] = summary[f"adamw_{key}"] / summary[f"sgd_{key}"]
-    (Path(args.output_dir) / "rlvr_sgd.json").write_text(json.dumps(summary, indent=2))
+    save_json(args.output_dir, "rlvr_sgd", summary)
     emit(summary)
 
 

@@ -12,10 +12,9 @@ last line is JSON with ``fused_over_eager_<phase>_<vocab>`` (< 1: the fused path
 
 import argparse
 import json
-from pathlib import Path
 
 import torch
-from _harness import PeakRSS, emit, median_of_isolated_runs
+from _harness import PeakRSS, emit, median_of_isolated_runs, save_json
 from hf_ext.kernels import token_logprobs
 
 IMPLEMENTATIONS = ("fused", "eager")
@@ -78,9 +77,7 @@ def main() -> None:
             key = f"{phase}_{vocab}"
             summary |= {f"fused_mib_{key}": fused, f"eager_mib_{key}": eager, f"fused_over_eager_{key}": fused / eager}
             print(f"vocab {vocab}, {phase}: fused {fused:.0f} MiB, log_softmax+gather {eager:.0f} MiB", flush=True)
-    out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "token_logprobs_memory.json").write_text(json.dumps({"results": results, "summary": summary}, indent=2))
+    save_json(args.output_dir, "token_logprobs_memory", {"results": results, "summary": summary})
     emit(summary)
 
 

@@ -13,10 +13,9 @@ Targets, on the latter: AGZO/MeZO <= 1.10 and AGZO/AdamW <= 0.40. The last line 
 
 import argparse
 import json
-from pathlib import Path
 
 import psutil
-from _harness import PeakRSS, emit, median_of_isolated_runs
+from _harness import PeakRSS, emit, median_of_isolated_runs, save_json
 
 CONFIGS = ("agzo", "mezo", "adamw")
 
@@ -87,9 +86,7 @@ def main() -> None:
         "agzo_over_adamw_absolute": results["agzo"]["peak_rss_mib"] / results["adamw"]["peak_rss_mib"],
     }
     summary["target_met"] = summary["agzo_over_mezo"] <= 1.10 and summary["agzo_over_adamw"] <= 0.40
-    out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "zo_memory.json").write_text(json.dumps({"results": results, "summary": summary}, indent=2))
+    save_json(args.output_dir, "zo_memory", {"results": results, "summary": summary})
     emit(summary)
 
 

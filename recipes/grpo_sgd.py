@@ -70,20 +70,19 @@ def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: 
     set_seed(training_args.seed)
     model, tokenizer = load_causal_lm(script_args.model)
     base_state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    rewards, weights = [checked_reward(arithmetic_reward)], [1.0]
+    if script_args.format_reward_weight:
+        rewards.append(checked_reward(final_number_format_reward))
+        weights.append(script_args.format_reward_weight)
     # GRPOConfig derives generation_batch_size from steps_per_generation and refuses both on a rebuild.
     args = dataclasses.replace(
         training_args,
         generation_batch_size=None,
         **OPTIMIZER_SETTINGS[optimizer],
         learning_rate=getattr(script_args, f"{optimizer}_learning_rate"),
+        reward_weights=weights,
         output_dir=str(Path(training_args.output_dir) / optimizer),
     )
-    rewards = [checked_reward(arithmetic_reward)]
-    if script_args.format_reward_weight:
-        rewards.append(checked_reward(final_number_format_reward))
-        args = dataclasses.replace(
-            args, generation_batch_size=None, reward_weights=[1.0, script_args.format_reward_weight]
-        )
 
     def held_out_reward() -> float:
         return arithmetic_accuracy(model, tokenizer, held_out, script_args.max_new_tokens)

@@ -1,10 +1,11 @@
 """Sparse delta checkpoints: store only the parameter entries that training changed.
 
-RLVR with plain SGD leaves almost every parameter entry bit-identical to the base model, so a
-checkpoint of the changed entries (flat index + new value per tensor) is a small fraction of a
-full one. A tensor in which most entries changed is stored whole, so a delta is never much
-larger than a full checkpoint. Loading writes the stored values back into the base: the result is bit-exact. The
-base model's fingerprint is stored with the delta, and a different base is refused.
+RLVR with plain SGD is reported to leave almost every entry of a bf16 model bit-identical to
+the base, so a checkpoint of the changed entries (flat index + new value per tensor) is a small
+fraction of a full one. A tensor in which most entries changed is stored whole, so a delta is
+never much larger than a full checkpoint (an fp32 run, where nearly every entry moves, gets no
+saving). Loading writes the stored values back into the base, bit-exactly; the base's
+fingerprint is stored with the delta, and a different base is refused.
 """
 
 import hashlib
@@ -141,7 +142,6 @@ class SparseDeltaCallback(TrainerCallback):
 
     def __init__(self, base=None):
         self.base = None if base is None else _state(base)
-        self.last_counts: dict[str, int] | None = None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if self.base is None:
@@ -150,4 +150,4 @@ class SparseDeltaCallback(TrainerCallback):
     def on_save(self, args, state, control, model=None, **kwargs):
         if state.is_world_process_zero:
             checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            self.last_counts = save_sparse_delta(model, self.base, checkpoint / DELTA_FILE)
+            save_sparse_delta(model, self.base, checkpoint / DELTA_FILE)

@@ -1,6 +1,6 @@
 """How many parameter entries has training changed? Logged while training, per module type.
 
-With plain SGD on RLVR almost every entry stays bit-identical to its initial value. The
+Plain SGD on RLVR is reported to leave almost every entry of a bf16 model unchanged. The
 callback compares the model against a snapshot taken at train start and logs the changed
 fraction in the parameters' own dtype, and the fraction whose change is large enough to
 survive in bf16 (which tells whether bf16 rounding is why small updates vanish), plus the

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
 from accelerate import PartialState
 from hf_ext.recipes._results import write_results
 from transformers import set_seed
@@ -26,6 +27,10 @@ from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
 from hf_ext.rl import UpdateSparsityCallback, checked_reward, save_sparse_delta
 from hf_ext.rl.presets import LEARNING_RATES, OPTIMIZER_SETTINGS
+
+# bfloat16 stores and updates the weights in bf16 (no fp32 master copy): steps below half a bf16
+# ulp of a weight round away, which is where the reported update sparsity comes from.
+PARAM_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 @dataclass
@@ -43,6 +48,10 @@ class GRPOSGDArguments:
         default=0.0, metadata={"help": "Weight of the end-on-the-number format reward (0: exact answer only)."}
     )
     max_new_tokens: int = field(default=32, metadata={"help": "Generation budget per held-out answer."})
+    param_dtype: str = field(
+        default="float32",
+        metadata={"help": f"Dtype the parameters are stored and updated in, one of {list(PARAM_DTYPES)}."},
+    )
 
     def __post_init__(self):
         unknown = sorted(set(self.optimizers) - set(OPTIMIZER_SETTINGS))
@@ -52,6 +61,8 @@ class GRPOSGDArguments:
             )
         if self.model not in CAUSAL_LMS:
             raise ValueError(f"`model` must be one of {sorted(CAUSAL_LMS)}, got {self.model!r}")
+        if self.param_dtype not in PARAM_DTYPES:
+            raise ValueError(f"`param_dtype` must be one of {list(PARAM_DTYPES)}, got {self.param_dtype!r}")
         if self.format_reward_weight < 0:
             raise ValueError(f"`format_reward_weight` must be >= 0, got {self.format_reward_weight}")
 
@@ -69,6 +80,7 @@ def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: 
     """Train a fresh copy of the model with one optimizer; returns rewards, sparsity and sizes."""
     set_seed(training_args.seed)
     model, tokenizer = load_causal_lm(script_args.model)
+    model.to(PARAM_DTYPES[script_args.param_dtype])
     base_state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
     rewards, weights = [checked_reward(arithmetic_reward)], [1.0]
     if script_args.format_reward_weight:
@@ -104,6 +116,7 @@ def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: 
     history = trainer.state.log_history
     return {
         "learning_rate": args.learning_rate,
+        "param_dtype": script_args.param_dtype,
         "held_out_reward_before": before,
         "held_out_reward_after": held_out_reward(),
         "changed_fraction": final["sparsity/changed_entry_fraction"],

@@ -6,6 +6,7 @@ import pytest
 from hf_ext.recipes.grpo_sgd import main
 
 from hf_ext.cli import recipes_dir
+from hf_ext.models import load_causal_lm
 
 TINY_RUN = ["--model", "tiny", "--num_train", "8", "--num_eval", "4", "--max_new_tokens", "4", "--max_steps", "2"]
 
@@ -26,11 +27,21 @@ def test_recipe_runs_sgd_and_adamw_and_reports_sparsity_state_and_sizes(tmp_path
     assert (tmp_path / "reward.png").stat().st_size > 1000
 
 
+def test_bf16_parameters_are_trained_and_saved_in_bf16(tmp_path):
+    flags = ["--optimizers", "sgd", "--param_dtype", "bfloat16", "--output_dir", str(tmp_path)]
+    result = main(["--config", _config(), *TINY_RUN, *flags])["sgd"]
+    model, _ = load_causal_lm("tiny")
+    bf16_bytes = 2 * sum(parameter.numel() for parameter in model.parameters())
+    assert result["param_dtype"] == "bfloat16"
+    assert bf16_bytes <= result["full_checkpoint_bytes"] < 1.05 * bf16_bytes
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
         (["--optimizers", "lion"], r"`optimizers` must be a non-empty subset of \['sgd', 'adamw'\]"),
         (["--format_reward_weight", "-1"], r"`format_reward_weight` must be >= 0"),
+        (["--param_dtype", "float16"], r"`param_dtype` must be one of \['float32', 'bfloat16'\]"),
     ],
 )
 def test_bad_arguments_name_the_field(flags, message):

@@ -1,7 +1,7 @@
 """Speed of each Triton kernel as a ratio to eager torch doing the same work (CUDA only).
 
     python benchmarks/kernel_speed.py [--rows 4096] [--cols 4096] [--rank 8] [--tokens 4096] [--vocab 49152]
-                                      [--dtype bfloat16]
+                                      [--linear-shape 2048 576 1536] [--dtype bfloat16]
 
 Prints one line per kernel and a JSON object on the last line; ``speedup`` > 1 means the
 kernel is faster than eager torch. Without CUDA it reports that nothing was measured.
@@ -11,8 +11,17 @@ import argparse
 import functools
 
 import torch
+import torch.nn.functional as F
 from _harness import emit, median_seconds
-from hf_ext.kernels import lowrank_perturb_triton_, seeded_perturb_triton_, token_logprobs_triton, triton_available
+from hf_ext.kernels import (
+    lowrank_perturb_triton_,
+    pack_signs,
+    packed_binary_matmul_triton,
+    seeded_perturb_triton_,
+    token_logprobs_triton,
+    triton_available,
+    unpack_signs,
+)
 
 
 def _eager_noise(shape, seed: int, like: torch.Tensor) -> torch.Tensor:
@@ -42,6 +51,14 @@ def main() -> None:
     parser.add_argument("--rank", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=4096, help="rows of the token_logprobs case")
     parser.add_argument("--vocab", type=int, default=49152, help="vocabulary of the token_logprobs case")
+    parser.add_argument(
+        "--linear-shape",
+        type=int,
+        nargs=3,
+        default=[8 * 256, 576, 1536],
+        metavar=("TOKENS", "IN", "OUT"),
+        help="x rows and weight (out, in) of the packed_binary_matmul case (default: a SmolLM2-135M MLP up-projection)",
+    )
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = parser.parse_args()
     if not (torch.cuda.is_available() and triton_available()):
@@ -53,12 +70,20 @@ def main() -> None:
     basis = torch.linalg.qr(torch.randn(args.cols, args.rank, device=device))[0].to(dtype)
     logits = torch.randn(args.tokens, args.vocab, device=device, dtype=dtype)
     labels = torch.randint(0, args.vocab, (args.tokens,), device=device)
+    linear_tokens, linear_in, linear_out = args.linear_shape
+    x = torch.randn(linear_tokens, linear_in, device=device, dtype=dtype)
+    packed = pack_signs(torch.randn(linear_out, linear_in, device=device))
+    row_scale = torch.rand(linear_out, device=device, dtype=dtype)
+    col_scale = torch.rand(linear_in, device=device, dtype=dtype)
+    # Eager torch keeps the dense binarised weight in x's dtype and calls F.linear on it.
+    dense = row_scale[:, None] * unpack_signs(packed, linear_in, dtype) * col_scale[None, :]
     result = {
         "measured": True,
         "device": torch.cuda.get_device_name(),
         "shape": [args.rows, args.cols],
         "rank": args.rank,
         "logits": [args.tokens, args.vocab],
+        "linear_shape": args.linear_shape,
         "dtype": args.dtype,
     }
     calls = {
@@ -73,6 +98,10 @@ def main() -> None:
         "token_logprobs": (
             functools.partial(token_logprobs_triton, logits, labels),
             functools.partial(eager_token_logprobs, logits, labels),
+        ),
+        "packed_binary_matmul": (
+            functools.partial(packed_binary_matmul_triton, x, packed, row_scale, col_scale),
+            functools.partial(F.linear, x, dense),
         ),
     }
     for name, (kernel_call, eager_call) in calls.items():

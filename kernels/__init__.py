@@ -15,6 +15,17 @@ if __name__ != "hf_ext.kernels":
     )
 
 from ._dispatch import triton_available, use_triton
+from .binary_pack import (
+    pack_signs,
+    pack_signs_reference,
+    pack_signs_triton,
+    packed_binary_matmul,
+    packed_binary_matmul_reference,
+    packed_binary_matmul_triton,
+    unpack_signs,
+    unpack_signs_reference,
+    unpack_signs_triton,
+)
 from .lowrank import (
     lowrank_perturb_,
     lowrank_perturb_reference_,
@@ -30,6 +41,12 @@ __all__ = [
     "lowrank_perturb_",
     "lowrank_perturb_reference_",
     "lowrank_perturb_triton_",
+    "pack_signs",
+    "pack_signs_reference",
+    "pack_signs_triton",
+    "packed_binary_matmul",
+    "packed_binary_matmul_reference",
+    "packed_binary_matmul_triton",
     "seeded_normal",
     "seeded_normal_reference",
     "seeded_normal_triton",
@@ -40,5 +57,8 @@ __all__ = [
     "token_logprobs_reference",
     "token_logprobs_triton",
     "triton_available",
+    "unpack_signs",
+    "unpack_signs_reference",
+    "unpack_signs_triton",
     "use_triton",
 ]

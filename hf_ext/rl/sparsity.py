@@ -13,6 +13,7 @@ from collections import defaultdict
 import torch
 from transformers import TrainerCallback
 
+from .._trainer_logs import add_to_logs
 from .delta import bit_pattern, changed_entries
 
 SNAPSHOTS = ("cpu", "device", "block_hash")
@@ -129,7 +130,4 @@ class UpdateSparsityCallback(TrainerCallback):
         self._last_step = step
         metrics = self.measure(model, optimizer)
         self.history.append({"step": step, **metrics})
-        if logs is not None:
-            logs.update(metrics)
-        if state.log_history and state.log_history[-1].get("step") == step:
-            state.log_history[-1].update(metrics)
+        add_to_logs(state, logs, metrics)

@@ -1,0 +1,30 @@
+"""Progressive 1-bit binarization of a pretrained LLM: layers, schedule, distillation, packed export."""
+
+from .binary_linear import (
+    MixedBinaryWeight,
+    ProgressiveBinaryLinear,
+    binary_weight,
+    mean_abs_scales,
+    rank_one_scales,
+    relative_binary_error,
+)
+from .convert import binarize_model, binary_layers, set_binarization_mix
+from .distill import LogitDistillationConfig, LogitDistillationTrainer, distillation_loss
+from .schedule import ProgressiveBinarizationCallback, binarization_mix
+
+__all__ = [
+    "LogitDistillationConfig",
+    "LogitDistillationTrainer",
+    "MixedBinaryWeight",
+    "ProgressiveBinarizationCallback",
+    "ProgressiveBinaryLinear",
+    "binarization_mix",
+    "binarize_model",
+    "binary_layers",
+    "binary_weight",
+    "distillation_loss",
+    "mean_abs_scales",
+    "rank_one_scales",
+    "relative_binary_error",
+    "set_binarization_mix",
+]

@@ -1,0 +1,93 @@
+"""Logit distillation from a full-precision teacher: the default objective of progressive binarization.
+
+The student (the model being binarized) matches the teacher's next-token distribution on every
+labelled position: forward KL ``KL(teacher || student)`` at temperature ``T`` (scaled by ``T^2``
+so gradients keep their size), plus an optional language-modelling loss on the labels.
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import Trainer, TrainingArguments
+
+
+@dataclass
+class LogitDistillationConfig(TrainingArguments):
+    """``TrainingArguments`` plus the distillation loss's knobs."""
+
+    distill_temperature: float = field(
+        default=1.0, metadata={"help": "Softmax temperature of both teacher and student in the KL term (> 0)."}
+    )
+    lm_loss_weight: float = field(
+        default=0.0, metadata={"help": "Weight of the next-token cross-entropy on the labels (>= 0; 0: KL only)."}
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.distill_temperature > 0:
+            raise ValueError(f"`distill_temperature` must be > 0, got {self.distill_temperature}")
+        if not self.lm_loss_weight >= 0:
+            raise ValueError(f"`lm_loss_weight` must be >= 0, got {self.lm_loss_weight}")
+
+
+def distillation_loss(
+    student_logits: torch.Tensor,
+    teacher_logits: torch.Tensor,
+    labels: torch.Tensor,
+    temperature: float = 1.0,
+    lm_loss_weight: float = 0.0,
+) -> dict[str, torch.Tensor]:
+    """Mean over labelled next-token positions of ``T^2 KL(teacher_T || student_T)`` (+ weighted CE).
+
+    Position ``t`` predicts ``labels[t + 1]``; positions whose next label is -100 do not count.
+    Returns ``loss``, ``kl`` and ``lm`` (the cross-entropy, computed whatever its weight).
+    """
+    mask = labels[:, 1:] != -100
+    student, teacher = student_logits[:, :-1][mask].float(), teacher_logits[:, :-1][mask].float()
+    student_logp = F.log_softmax(student / temperature, dim=-1)
+    teacher_logp = F.log_softmax(teacher / temperature, dim=-1)
+    kl = (teacher_logp.exp() * (teacher_logp - student_logp)).sum(-1).mean() * temperature**2
+    lm = F.cross_entropy(student, labels[:, 1:][mask])
+    return {"loss": kl + lm_loss_weight * lm, "kl": kl, "lm": lm}
+
+
+class LogitDistillationTrainer(Trainer):
+    """A ``Trainer`` whose loss is :func:`distillation_loss` against a frozen ``teacher_model``.
+
+    The dataset needs ``input_ids`` and ``labels`` (``attention_mask`` optional), as causal-LM
+    collators produce. The teacher is moved to the training device and kept in eval mode.
+    """
+
+    # The loss is a per-micro-batch mean: let Trainer divide it by the accumulation steps.
+    loss_is_scaled_for_ga = False
+
+    def __init__(self, model: nn.Module, teacher_model: nn.Module, args: LogitDistillationConfig, **kwargs):
+        if not isinstance(args, LogitDistillationConfig):
+            raise TypeError(
+                f"LogitDistillationTrainer: `args` must be a LogitDistillationConfig, got {type(args).__name__}"
+            )
+        super().__init__(model=model, args=args, **kwargs)
+        self.teacher_model = teacher_model.to(self.args.device).eval().requires_grad_(False)
+        self._distill_metrics: dict[str, list[float]] = {"kl": [], "lm": []}
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs["labels"]
+        model_inputs = {key: value for key, value in inputs.items() if key != "labels"}
+        outputs = model(**model_inputs)
+        with torch.no_grad():
+            teacher_logits = self.teacher_model(**model_inputs).logits
+        losses = distillation_loss(
+            outputs.logits, teacher_logits, labels, self.args.distill_temperature, self.args.lm_loss_weight
+        )
+        for name in self._distill_metrics:
+            self._distill_metrics[name].append(losses[name].item())
+        return (losses["loss"], outputs) if return_outputs else losses["loss"]
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        for name, values in self._distill_metrics.items():
+            if values:
+                logs[f"distill/{name}"] = sum(values) / len(values)
+                values.clear()
+        super().log(logs, start_time)

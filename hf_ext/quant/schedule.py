@@ -1,0 +1,84 @@
+"""The progressive schedule: ``lambda_t`` from the Trainer's step, set on every binarized layer."""
+
+import math
+
+from transformers import TrainerCallback
+
+from .._trainer_logs import add_to_logs
+from .convert import binary_layers, set_binarization_mix
+
+SCHEDULES = ("linear", "cosine", "step")
+
+
+def binarization_mix(step: int, schedule: str, start: int, end: int, num_stages: int = 4) -> float:
+    """``lambda`` at optimizer step ``step``: 0 up to ``start``, 1 from ``end`` on, rising in between.
+
+    ``linear`` rises evenly, ``cosine`` slowly at both ends, ``step`` in ``num_stages`` equal jumps.
+    """
+    if step <= start:
+        return 0.0
+    if step >= end:
+        return 1.0
+    progress = (step - start) / (end - start)
+    if schedule == "linear":
+        return progress
+    if schedule == "cosine":
+        return (1 - math.cos(math.pi * progress)) / 2
+    return math.floor(progress * num_stages) / num_stages
+
+
+class ProgressiveBinarizationCallback(TrainerCallback):
+    """Drives every :class:`ProgressiveBinaryLinear`'s ``lambda`` from the Trainer's global step.
+
+    Args:
+        schedule: ``"linear"``, ``"cosine"`` or ``"step"``.
+        start: the step at which binarization starts (lambda 0 until then).
+        end: the step from which the model is fully binary; ``None``: the run's last step.
+        num_stages: number of jumps of the ``"step"`` schedule.
+
+    ``lambda`` is set before every step from the step number alone, so a run resumed from a
+    checkpoint continues the schedule where it stopped; it is also logged as ``binarization/lambda``.
+    """
+
+    def __init__(self, schedule: str = "linear", start: int = 0, end: int | None = None, num_stages: int = 4):
+        if schedule not in SCHEDULES:
+            raise ValueError(
+                f"ProgressiveBinarizationCallback: `schedule` must be one of {list(SCHEDULES)}, got {schedule!r}"
+            )
+        if start < 0:
+            raise ValueError(f"ProgressiveBinarizationCallback: `start` must be >= 0, got {start}")
+        if end is not None and end <= start:
+            raise ValueError(f"ProgressiveBinarizationCallback: `end` ({end}) must be after `start` ({start})")
+        if num_stages < 1:
+            raise ValueError(f"ProgressiveBinarizationCallback: `num_stages` must be >= 1, got {num_stages}")
+        self.schedule, self.start, self.end, self.num_stages = schedule, start, end, num_stages
+        self.mix = 0.0
+
+    def _end(self, state) -> int:
+        end = state.max_steps if self.end is None else self.end
+        if end <= self.start:
+            raise ValueError(
+                f"ProgressiveBinarizationCallback: the schedule ends at step {end} (`end`, or the run's "
+                f"max_steps), not after `start` ({self.start})"
+            )
+        return end
+
+    def _apply(self, state, model) -> None:
+        self.mix = binarization_mix(state.global_step, self.schedule, self.start, self._end(state), self.num_stages)
+        set_binarization_mix(model, self.mix)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if not binary_layers(model):
+            raise ValueError(
+                "ProgressiveBinarizationCallback: the model has no binarized layer; call binarize_model first"
+            )
+        self._apply(state, model)
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        self._apply(state, model)
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        self._apply(state, model)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        add_to_logs(state, logs, {"binarization/lambda": self.mix})

@@ -1,0 +1,39 @@
+import copy
+
+import pytest
+import torch
+from datasets import Dataset
+
+from hf_ext.models import tiny_causal_lm
+from hf_ext.quant import LogitDistillationConfig
+
+
+@pytest.fixture
+def tiny_pair():
+    """A tiny Llama (the student, to be binarized) and an identical frozen copy (the teacher)."""
+    model, tokenizer = tiny_causal_lm(hidden_size=16)
+    return model, copy.deepcopy(model), tokenizer
+
+
+@pytest.fixture
+def token_blocks():
+    generator = torch.Generator().manual_seed(0)
+    blocks = torch.randint(0, 1000, (24, 16), generator=generator).tolist()
+    return Dataset.from_dict({"input_ids": blocks, "attention_mask": [[1] * 16] * 24, "labels": blocks})
+
+
+def distill_config(output_dir, **overrides) -> LogitDistillationConfig:
+    settings = {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": 4,
+        "learning_rate": 1e-2,
+        "max_steps": 6,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "use_cpu": True,
+        "seed": 0,
+        "data_seed": 0,
+        "disable_tqdm": True,
+    }
+    return LogitDistillationConfig(**settings | overrides)

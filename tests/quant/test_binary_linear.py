@@ -1,0 +1,128 @@
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from hf_ext.quant import ProgressiveBinaryLinear, rank_one_scales, relative_binary_error
+
+
+def _pair(seed=0, in_features=12, out_features=7, init="svid", ste_clip=1.0):
+    torch.manual_seed(seed)
+    dense = nn.Linear(in_features, out_features)
+    reference = nn.Linear(in_features, out_features)
+    reference.load_state_dict(dense.state_dict())
+    return reference, ProgressiveBinaryLinear.from_linear(dense, init=init, ste_clip=ste_clip)
+
+
+def _grads(module, x):
+    module.zero_grad()
+    module(x).pow(2).sum().backward()
+    return {name: p.grad.clone() for name, p in module.named_parameters() if p.grad is not None}
+
+
+def test_at_mix_zero_the_layer_is_exactly_the_dense_one_forward_and_backward():
+    reference, layer = _pair()
+    x = torch.randn(5, 12)
+    assert torch.equal(layer(x), reference(x))
+    dense_grads, binary_grads = _grads(reference, x), _grads(layer, x)
+    assert torch.equal(binary_grads["weight"], dense_grads["weight"])
+    assert torch.equal(binary_grads["bias"], dense_grads["bias"])
+    assert not binary_grads["row_scale"].any() and not binary_grads["col_scale"].any()
+
+
+def test_at_mix_one_the_layer_is_exactly_the_binary_one():
+    _, layer = _pair()
+    layer.mix.fill_(1.0)
+    x = torch.randn(5, 12)
+    signs = torch.where(layer.weight >= 0, 1.0, -1.0)
+    binary = layer.row_scale[:, None] * signs * layer.col_scale[None, :]
+    assert torch.equal(layer.effective_weight(), binary)
+    assert set(binary.unique(sorted=False).abs().tolist()) <= set(
+        (layer.row_scale[:, None] * layer.col_scale).abs().flatten().tolist()
+    )
+    torch.testing.assert_close(layer(x), F.linear(x, binary, layer.bias), rtol=0, atol=1e-6)
+
+
+def test_zero_weights_count_as_plus_one():
+    _, layer = _pair()
+    with torch.no_grad():
+        layer.weight[0, 0] = 0.0
+    layer.mix.fill_(1.0)
+    assert layer.effective_weight()[0, 0] == layer.row_scale[0] * layer.col_scale[0]
+
+
+@pytest.mark.parametrize("ste_clip", [1.0, 0.5, None])
+@pytest.mark.parametrize("mix", [0.0, 0.3, 1.0])
+def test_gradients_match_autograd_on_the_explicit_mix(mix, ste_clip):
+    """The custom backward equals autograd through (1-l) W + l [a b^T sign(W)] with a masked STE on W."""
+    _, layer = _pair(ste_clip=ste_clip)
+    layer.mix.fill_(mix)
+    x = torch.randn(6, 12)
+    upstream = torch.randn(6, 7)
+    (layer(x) * upstream).sum().backward()
+
+    weight = layer.weight.detach().clone().requires_grad_()
+    row, col = (t.detach().clone().requires_grad_() for t in (layer.row_scale, layer.col_scale))
+    scale = row[:, None] * col[None, :]
+    signs = torch.where(weight.detach() >= 0, 1.0, -1.0)
+    passes = (
+        torch.ones_like(weight) if ste_clip is None else (weight.detach().abs() <= ste_clip * scale.detach()).float()
+    )
+    straight_through = passes * (weight - weight.detach())  # zero forward, masked identity backward
+    explicit = (1 - mix) * weight + mix * (scale * signs + straight_through)
+    (F.linear(x, explicit, layer.bias.detach()) * upstream).sum().backward()
+
+    torch.testing.assert_close(layer.weight.grad, weight.grad)
+    torch.testing.assert_close(layer.row_scale.grad, row.grad)
+    torch.testing.assert_close(layer.col_scale.grad, col.grad)
+
+
+def test_clipping_stops_the_gradient_of_weights_beyond_their_binary_magnitude():
+    _, layer = _pair()
+    layer.mix.fill_(1.0)
+    layer(torch.randn(4, 12)).sum().backward()
+    beyond = layer.weight.detach().abs() > layer.row_scale.detach()[:, None] * layer.col_scale.detach()[None, :]
+    assert beyond.any() and (~beyond).any()
+    assert not layer.weight.grad[beyond].any() and layer.weight.grad[~beyond].any()
+
+
+def test_rank_one_init_recovers_an_exactly_rank_one_magnitude():
+    """|W| = p q^T with random signs: a b^T must equal p q^T and the binary error be zero."""
+    generator = torch.Generator().manual_seed(0)
+    p, q = torch.rand(9, generator=generator) + 0.1, torch.rand(5, generator=generator) + 0.1
+    signs = torch.where(torch.rand(9, 5, generator=generator) < 0.5, -1.0, 1.0)
+    weight = signs * torch.outer(p, q)
+    row_scale, col_scale = rank_one_scales(weight)
+    assert (row_scale > 0).all() and (col_scale > 0).all()
+    torch.testing.assert_close(torch.outer(row_scale, col_scale), torch.outer(p, q))
+    assert relative_binary_error(weight, row_scale, col_scale) < 1e-6
+
+
+def test_rank_one_init_beats_the_mean_abs_init_on_a_real_like_matrix():
+    _, svid = _pair(in_features=64, out_features=32)
+    _, mean_abs = _pair(in_features=64, out_features=32, init="mean_abs")
+    assert 0 < svid.init_error <= mean_abs.init_error < 1
+
+
+def test_the_layer_shares_the_dense_weight_and_saves_mix_and_scales():
+    torch.manual_seed(0)
+    dense = nn.Linear(4, 3)
+    layer = ProgressiveBinaryLinear.from_linear(dense)
+    assert layer.weight is dense.weight and isinstance(layer, nn.Linear)
+    layer.mix.fill_(0.25)
+    assert set(layer.state_dict()) == {"weight", "bias", "row_scale", "col_scale", "mix"}
+    restored = ProgressiveBinaryLinear.from_linear(nn.Linear(4, 3))
+    restored.load_state_dict(layer.state_dict())
+    assert restored.mix.item() == 0.25 and torch.equal(restored.row_scale, layer.row_scale)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"init": "median"}, r"`init` must be one of \['svid', 'mean_abs'\]"),
+        ({"ste_clip": 0}, "`ste_clip` must be > 0 or None"),
+    ],
+)
+def test_bad_arguments_name_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ProgressiveBinaryLinear.from_linear(nn.Linear(4, 3), **kwargs)

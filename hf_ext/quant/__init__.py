@@ -10,12 +10,14 @@ from .binary_linear import (
 )
 from .convert import binarize_model, binary_layers, set_binarization_mix
 from .distill import LogitDistillationConfig, LogitDistillationTrainer, distillation_loss
+from .packed import PackedBinaryLinear, load_packed, save_packed
 from .schedule import ProgressiveBinarizationCallback, binarization_mix
 
 __all__ = [
     "LogitDistillationConfig",
     "LogitDistillationTrainer",
     "MixedBinaryWeight",
+    "PackedBinaryLinear",
     "ProgressiveBinarizationCallback",
     "ProgressiveBinaryLinear",
     "binarization_mix",
@@ -23,8 +25,10 @@ __all__ = [
     "binary_layers",
     "binary_weight",
     "distillation_loss",
+    "load_packed",
     "mean_abs_scales",
     "rank_one_scales",
     "relative_binary_error",
+    "save_packed",
     "set_binarization_mix",
 ]

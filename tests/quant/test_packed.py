@@ -1,0 +1,105 @@
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from hf_ext.models import tiny_causal_lm
+from hf_ext.quant import PackedBinaryLinear, binarize_model, load_packed, save_packed, set_binarization_mix
+
+
+@pytest.fixture
+def binary_model(tiny_pair):
+    model, _, _ = tiny_pair
+    binarize_model(model)
+    with torch.no_grad():  # move the scales off their init so the export must carry them
+        for name, parameter in model.named_parameters():
+            if name.endswith("_scale"):
+                parameter.mul_(1 + 0.1 * torch.randn_like(parameter))
+    set_binarization_mix(model, 1.0)
+    return model.eval()
+
+
+def test_packed_model_computes_what_the_unpacked_binary_model_computes(binary_model, tmp_path):
+    save_packed(binary_model, tmp_path)
+    packed = load_packed(tmp_path)
+    assert sum(isinstance(m, PackedBinaryLinear) for m in packed.modules()) == 14
+    ids = torch.randint(0, 1000, (2, 12))
+    with torch.no_grad():
+        torch.testing.assert_close(packed(ids).logits, binary_model(ids).logits, rtol=1e-5, atol=1e-5)
+    greedy = {"max_new_tokens": 5, "do_sample": False}
+    assert torch.equal(packed.generate(ids[:1], **greedy), binary_model.generate(ids[:1], **greedy))
+    assert packed.lm_head.weight is packed.model.embed_tokens.weight
+
+
+def test_linear_layers_pack_to_under_a_fourteenth_of_fp16_at_smollm2_shapes(tmp_path):
+    """SmolLM2-135M's hidden size (576), random weights: bits + fp32 scales vs the fp16 weights."""
+    model, _ = tiny_causal_lm(hidden_size=576, num_layers=1)
+    binarize_model(model)
+    set_binarization_mix(model, 1.0)
+    sizes = save_packed(model, tmp_path)
+    assert sizes["packed_linear_bytes"] <= sizes["fp16_linear_bytes"] / 14
+
+
+def test_the_packed_bits_are_the_signs_of_the_trained_weights(binary_model, tmp_path):
+    save_packed(binary_model, tmp_path)
+    tensors = load_file(tmp_path / "packed_binary.safetensors")
+    layer = binary_model.model.layers[0].mlp.down_proj
+    bits = tensors["model.layers.0.mlp.down_proj.packed"]
+    first_byte = sum(int(layer.weight[0, j] >= 0) << j for j in range(8))
+    assert bits.dtype == torch.uint8 and bits[0, 0].item() == first_byte
+    assert torch.equal(tensors["model.layers.0.mlp.down_proj.row_scale"], layer.row_scale.detach())
+    assert "model.layers.0.mlp.down_proj.weight" not in tensors
+
+
+def test_a_model_mid_schedule_is_not_exported(binary_model, tmp_path):
+    set_binarization_mix(binary_model, 0.5)
+    with pytest.raises(ValueError, match=r"14 binarized layers are not fully binary .* mix 0.5"):
+        save_packed(binary_model, tmp_path)
+
+
+def test_a_mismatched_architecture_is_refused(binary_model, tmp_path):
+    save_packed(binary_model, tmp_path)
+    wider, _ = tiny_causal_lm(hidden_size=32)
+    with pytest.raises(
+        ValueError, match=r"'model.layers.0.self_attn.q_proj' is Linear\(16, 16\) but `model` has Linear\(32, 32\)"
+    ):
+        load_packed(tmp_path, wider)
+    shallower, _ = tiny_causal_lm(hidden_size=16, num_layers=1)
+    with pytest.raises(ValueError, match=r"'model.layers.1.self_attn.q_proj' .* but `model` has None"):
+        load_packed(tmp_path, shallower)
+
+
+def test_loading_into_a_matching_full_precision_model_converts_it(binary_model, tmp_path):
+    save_packed(binary_model, tmp_path)
+    fresh, _ = tiny_causal_lm(hidden_size=16, seed=5)
+    loaded = load_packed(tmp_path, fresh)
+    assert loaded is fresh and isinstance(fresh.model.layers[1].mlp.up_proj, PackedBinaryLinear)
+
+
+def test_non_packed_files_and_non_binarized_models_are_refused(tiny_pair, tmp_path):
+    model, _, _ = tiny_pair
+    with pytest.raises(ValueError, match="has no binarized layer"):
+        save_packed(model, tmp_path)
+    with pytest.raises(ValueError, match="no packed_binary.safetensors"):
+        load_packed(tmp_path)
+    save_file({"x": torch.zeros(1)}, tmp_path / "packed_binary.safetensors", {"format": "other"})
+    with pytest.raises(ValueError, match="is not a hf_ext.packed_binary/1 file"):
+        load_packed(tmp_path)
+
+
+def test_nan_weights_are_not_exported(binary_model, tmp_path):
+    with torch.no_grad():
+        binary_model.model.norm.weight[0] = float("nan")
+    with pytest.raises(ValueError, match="NaN/inf"):
+        save_packed(binary_model, tmp_path)
+    assert not (tmp_path / "packed_binary.safetensors").exists()
+
+
+def test_metadata_lists_the_binary_layers(binary_model, tmp_path):
+    from safetensors import safe_open
+
+    save_packed(binary_model, tmp_path)
+    with safe_open(tmp_path / "packed_binary.safetensors", framework="pt") as handle:
+        layers = json.loads(handle.metadata()["binary_layers"])
+    assert layers["model.layers.0.mlp.gate_proj"] == [16, 64, False]

@@ -1,5 +1,6 @@
-"""Generation-based evaluation: greedy chat completions and exact-match accuracy on verifiable tasks."""
+"""Evaluation: greedy chat completions, exact-match accuracy on verifiable tasks, held-out perplexity."""
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -7,6 +8,7 @@ import torch
 from accelerate import PartialState
 from accelerate.utils import gather_object
 from datasets import Dataset
+from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .data.rewards import arithmetic_reward
@@ -61,3 +63,29 @@ def arithmetic_accuracy(
         local = arithmetic_reward(completions, shard["answer"])
     rewards = gather_object(local) if state.num_processes > 1 else local
     return sum(rewards) / len(rewards)
+
+
+@torch.no_grad()
+def perplexity(model: PreTrainedModel, blocks: Dataset, batch_size: int = 8) -> float:
+    """``exp`` of the mean next-token cross-entropy over the labelled tokens of ``blocks``.
+
+    ``blocks`` has ``input_ids`` and ``labels`` of equal length (as :func:`hf_ext.data.stdlib_corpus`
+    makes them); every labelled token after the first counts once. The model's mode is restored.
+    """
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    try:
+        for start in range(0, len(blocks), batch_size):
+            batch = blocks[start : start + batch_size]
+            input_ids = torch.tensor(batch["input_ids"], device=model.device)
+            labels = torch.tensor(batch["labels"], device=model.device)[:, 1:]
+            logits = model(input_ids=input_ids).logits[:, :-1]
+            mask = labels != -100
+            total += F.cross_entropy(logits[mask].float(), labels[mask], reduction="sum").item()
+            count += int(mask.sum())
+    finally:
+        model.train(was_training)
+    if count == 0:
+        raise ValueError("perplexity: `blocks` has no labelled token to predict")
+    return math.exp(total / count)

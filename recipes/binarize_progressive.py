@@ -68,13 +68,23 @@ class BinarizeArguments:
             raise ValueError(f"`binarize_fraction` must be in (0, 1], got {self.binarize_fraction}")
 
 
+def corpus_splits(tokenizer, script_args: BinarizeArguments, seed: int):
+    """Training blocks and the held-out blocks (from files not trained on) that perplexity is measured on."""
+    corpus = stdlib_corpus(tokenizer, script_args.block_size, max_files=script_args.max_files, seed=seed)
+    held_out = corpus["validation"].select(range(min(script_args.eval_blocks, len(corpus["validation"]))))
+    return corpus["train"], held_out
+
+
+def parse_args(argv: list[str] | None) -> tuple[BinarizeArguments, LogitDistillationConfig]:
+    return TrlParser((BinarizeArguments, LogitDistillationConfig)).parse_args_and_config(argv)
+
+
 def main(argv: list[str] | None = None) -> dict:
-    script_args, training_args = TrlParser((BinarizeArguments, LogitDistillationConfig)).parse_args_and_config(argv)
+    script_args, training_args = parse_args(argv)
     state = PartialState()
     teacher, tokenizer = load_causal_lm(script_args.model)
     student = copy.deepcopy(teacher)
-    corpus = stdlib_corpus(tokenizer, script_args.block_size, max_files=script_args.max_files, seed=training_args.seed)
-    held_out = corpus["validation"].select(range(min(script_args.eval_blocks, len(corpus["validation"]))))
+    train, held_out = corpus_splits(tokenizer, script_args, training_args.seed)
 
     init_errors = binarize_model(student, init=script_args.init, ste_clip=script_args.ste_clip)
     set_binarization_mix(student, 1.0)
@@ -98,7 +108,7 @@ def main(argv: list[str] | None = None) -> dict:
         student,
         teacher,
         training_args,
-        train_dataset=corpus["train"],
+        train_dataset=train,
         callbacks=callbacks,
     )
     start = time.perf_counter()

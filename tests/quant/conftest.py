@@ -22,18 +22,25 @@ def token_blocks():
     return Dataset.from_dict({"input_ids": blocks, "attention_mask": [[1] * 16] * 24, "labels": blocks})
 
 
-def distill_config(output_dir, **overrides) -> LogitDistillationConfig:
-    settings = {
-        "output_dir": str(output_dir),
-        "per_device_train_batch_size": 4,
-        "learning_rate": 1e-2,
-        "max_steps": 6,
-        "logging_steps": 1,
-        "save_strategy": "no",
-        "report_to": "none",
-        "use_cpu": True,
-        "seed": 0,
-        "data_seed": 0,
-        "disable_tqdm": True,
-    }
-    return LogitDistillationConfig(**settings | overrides)
+@pytest.fixture
+def distill_config(tmp_path):
+    """A factory of small CPU ``LogitDistillationConfig``s writing under ``tmp_path``; fields can be overridden."""
+
+    def make(**overrides) -> LogitDistillationConfig:
+        return LogitDistillationConfig(**_SETTINGS | {"output_dir": str(tmp_path)} | overrides)
+
+    return make
+
+
+_SETTINGS = {
+    "per_device_train_batch_size": 4,
+    "learning_rate": 1e-2,
+    "max_steps": 6,
+    "logging_steps": 1,
+    "save_strategy": "no",
+    "report_to": "none",
+    "use_cpu": True,
+    "seed": 0,
+    "data_seed": 0,
+    "disable_tqdm": True,
+}

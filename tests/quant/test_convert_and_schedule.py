@@ -15,8 +15,6 @@ from hf_ext.quant import (
     binary_layers,
 )
 
-from .conftest import distill_config
-
 
 def test_binarize_model_swaps_decoder_linears_and_keeps_embeddings_head_and_norms(tiny_pair):
     model, _, _ = tiny_pair
@@ -73,24 +71,24 @@ def test_bad_schedules_are_refused(kwargs, message):
         ProgressiveBinarizationCallback(**kwargs)
 
 
-def test_a_schedule_starting_after_the_run_ends_is_refused_at_train_begin(tiny_pair, token_blocks, tmp_path):
+def test_a_schedule_starting_after_the_run_ends_is_refused_at_train_begin(tiny_pair, token_blocks, distill_config):
     model, teacher, _ = tiny_pair
     binarize_model(model)
     callback = ProgressiveBinarizationCallback(start=6)
     trainer = LogitDistillationTrainer(
-        model, teacher, distill_config(tmp_path), train_dataset=token_blocks, callbacks=[callback]
+        model, teacher, distill_config(), train_dataset=token_blocks, callbacks=[callback]
     )
     with pytest.raises(ValueError, match=r"ends at step 6 .* not after `start` \(6\)"):
         trainer.train()
 
 
-def test_the_callback_drives_lambda_and_logs_it(tiny_pair, token_blocks, tmp_path):
+def test_the_callback_drives_lambda_and_logs_it(tiny_pair, token_blocks, distill_config):
     model, teacher, _ = tiny_pair
     binarize_model(model)
     trainer = LogitDistillationTrainer(
         model,
         teacher,
-        distill_config(tmp_path),
+        distill_config(),
         train_dataset=token_blocks,
         callbacks=[ProgressiveBinarizationCallback()],
     )
@@ -100,32 +98,39 @@ def test_the_callback_drives_lambda_and_logs_it(tiny_pair, token_blocks, tmp_pat
     assert all(layer.mix.item() == 1.0 for layer in binary_layers(model).values())
 
 
-def _train(model, teacher, data, output_dir, resume=None, stop_at=None, **overrides):
+def _train(model, teacher, data, config, output_dir, resume=None, stop_at=None):
     class StopAt(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             control.should_training_stop = state.global_step == stop_at
 
-    args = distill_config(output_dir, save_strategy="steps", save_steps=3, **overrides)
+    args = config(output_dir=str(output_dir), save_strategy="steps", save_steps=3)
     callbacks = [ProgressiveBinarizationCallback(), StopAt()]
     trainer = LogitDistillationTrainer(model, teacher, args, train_dataset=data, callbacks=callbacks)
     trainer.train(resume_from_checkpoint=resume)
     return trainer
 
 
-def test_resume_mid_schedule_continues_lambda_scales_and_weights(tiny_pair, token_blocks, tmp_path):
+def test_resume_mid_schedule_continues_lambda_scales_and_weights(tiny_pair, token_blocks, distill_config, tmp_path):
     model, teacher, _ = tiny_pair
     fresh = copy.deepcopy(model)
     binarize_model(model)
-    _train(model, teacher, token_blocks, tmp_path / "straight")
+    _train(model, teacher, token_blocks, distill_config, tmp_path / "straight")
 
     interrupted = copy.deepcopy(fresh)
     binarize_model(interrupted)
-    _train(interrupted, teacher, token_blocks, tmp_path / "resumed", stop_at=3)
+    _train(interrupted, teacher, token_blocks, distill_config, tmp_path / "resumed", stop_at=3)
     saved = load_file(tmp_path / "resumed" / "checkpoint-3" / "model.safetensors")
     assert saved["model.layers.0.self_attn.q_proj.mix"].item() == pytest.approx(2 / 6)  # lambda of step 3
 
     resumed = copy.deepcopy(fresh)
     binarize_model(resumed)
-    _train(resumed, teacher, token_blocks, tmp_path / "resumed", resume=str(tmp_path / "resumed" / "checkpoint-3"))
+    _train(
+        resumed,
+        teacher,
+        token_blocks,
+        distill_config,
+        tmp_path / "resumed",
+        resume=str(tmp_path / "resumed" / "checkpoint-3"),
+    )
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(resumed.state_dict()[name], tensor, msg=name)

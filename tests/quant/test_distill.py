@@ -1,10 +1,9 @@
 import pytest
 import torch
 from torch.nn import functional as F
+from transformers import TrainingArguments
 
 from hf_ext.quant import LogitDistillationTrainer, distillation_loss
-
-from .conftest import distill_config
 
 
 def test_loss_is_temperature_scaled_forward_kl_over_labelled_positions_plus_weighted_ce():
@@ -39,14 +38,12 @@ def test_identical_student_and_teacher_have_zero_kl():
     assert distillation_loss(logits, logits.clone(), torch.zeros(1, 4, dtype=torch.long))["kl"].abs() < 1e-6
 
 
-def test_the_trainer_lowers_the_kl_to_the_teacher_and_logs_it(tiny_pair, token_blocks, tmp_path):
+def test_the_trainer_lowers_the_kl_to_the_teacher_and_logs_it(tiny_pair, token_blocks, distill_config):
     model, teacher, _ = tiny_pair
     with torch.no_grad():
         for parameter in model.model.layers.parameters():
             parameter.add_(0.5 * torch.randn_like(parameter))
-    trainer = LogitDistillationTrainer(
-        model, teacher, distill_config(tmp_path, max_steps=12), train_dataset=token_blocks
-    )
+    trainer = LogitDistillationTrainer(model, teacher, distill_config(max_steps=12), train_dataset=token_blocks)
     trainer.train()
     kl = [entry["distill/kl"] for entry in trainer.state.log_history if "distill/kl" in entry]
     assert len(kl) == 12 and kl[-1] < 0.75 * kl[0]
@@ -60,14 +57,12 @@ def test_the_trainer_lowers_the_kl_to_the_teacher_and_logs_it(tiny_pair, token_b
         ("lm_loss_weight", -1.0, "`lm_loss_weight` must be >= 0"),
     ],
 )
-def test_bad_config_values_name_the_field(tmp_path, field, value, message):
+def test_bad_config_values_name_the_field(distill_config, field, value, message):
     with pytest.raises(ValueError, match=message):
-        distill_config(tmp_path, **{field: value})
+        distill_config(**{field: value})
 
 
 def test_the_trainer_wants_a_distillation_config(tiny_pair, tmp_path):
-    from transformers import TrainingArguments
-
     model, teacher, _ = tiny_pair
     with pytest.raises(TypeError, match="`args` must be a LogitDistillationConfig"):
         LogitDistillationTrainer(model, teacher, TrainingArguments(output_dir=str(tmp_path)))

@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 
 import pytest
 from hf_ext.recipes.binarize_progressive import main
@@ -45,12 +43,8 @@ def test_bad_arguments_name_the_field(tmp_path, flags, message):
 
 
 @pytest.mark.slow
-def test_cli_runs_on_two_cpu_processes(tmp_path):
+def test_cli_runs_on_two_cpu_processes(tmp_path, run_on_two_processes):
     overrides = ["model=tiny", "max_files=4", "block_size=16", "eval_blocks=4", "max_steps=2"]
-    command = [sys.executable, "-m", "hf_ext.cli", "run", "binarize_progressive", "--accelerate-config", "cpu_2proc"]
-    result = subprocess.run(
-        [*command, *overrides, f"output_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert result.stdout.count("after 2 steps: binary perplexity") == 1
+    stdout = run_on_two_processes("binarize_progressive", overrides)
+    assert stdout.count("after 2 steps: binary perplexity") == 1
     assert json.loads((tmp_path / "results.json").read_text())["steps"] == 2

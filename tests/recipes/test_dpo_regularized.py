@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 
 import pytest
 from hf_ext.recipes.dpo_regularized import main, parse_args
@@ -57,12 +55,8 @@ def test_bad_arguments_name_the_field(flags, message):
 
 
 @pytest.mark.slow
-def test_cli_runs_dpo_with_the_regularizer_on_two_cpu_processes(tmp_path):
+def test_cli_runs_dpo_with_the_regularizer_on_two_cpu_processes(tmp_path, run_on_two_processes):
     overrides = ["model=tiny", "num_train=8", "num_eval=4", "max_steps=2", "variants=regularized"]
-    command = [sys.executable, "-m", "hf_ext.cli", "run", "dpo_regularized", "--accelerate-config", "cpu_2proc"]
-    result = subprocess.run(
-        [*command, *overrides, f"output_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert result.stdout.count("dpo regularized: held-out chosen mean log-prob") == 1
+    stdout = run_on_two_processes("dpo_regularized", overrides)
+    assert stdout.count("dpo regularized: held-out chosen mean log-prob") == 1
     assert json.loads((tmp_path / "results.json").read_text())["regularized"]["steps"] == 2

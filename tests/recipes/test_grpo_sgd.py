@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 
 import pytest
 from hf_ext.recipes.grpo_sgd import main
@@ -50,12 +48,8 @@ def test_bad_arguments_name_the_field(flags, message):
 
 
 @pytest.mark.slow
-def test_cli_runs_sgd_grpo_on_two_cpu_processes(tmp_path):
+def test_cli_runs_sgd_grpo_on_two_cpu_processes(tmp_path, run_on_two_processes):
     overrides = ["model=tiny", "num_train=16", "num_eval=4", "max_new_tokens=4", "max_steps=2", "optimizers=sgd"]
-    command = [sys.executable, "-m", "hf_ext.cli", "run", "grpo_sgd", "--accelerate-config", "cpu_2proc"]
-    result = subprocess.run(
-        [*command, *overrides, f"output_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert result.stdout.count("sgd: held-out reward") == 1
+    stdout = run_on_two_processes("grpo_sgd", overrides)
+    assert stdout.count("sgd: held-out reward") == 1
     assert json.loads((tmp_path / "results.json").read_text())["sgd"]["optimizer_state_bytes"] == 0

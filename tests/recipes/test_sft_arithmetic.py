@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 
 import pytest
 from hf_ext.recipes.sft_arithmetic import main
@@ -29,19 +27,6 @@ def test_recipe_rejects_unknown_model(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_runs_the_recipe_on_two_cpu_processes(tmp_path):
-    command = [
-        sys.executable,
-        "-m",
-        "hf_ext.cli",
-        "run",
-        "sft_arithmetic",
-        "--accelerate-config",
-        "cpu_2proc",
-        *TINY_RUN,
-        f"output_dir={tmp_path}",
-    ]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "accuracy after training" in result.stdout
+def test_cli_runs_the_recipe_on_two_cpu_processes(tmp_path, run_on_two_processes):
+    assert "accuracy after training" in run_on_two_processes("sft_arithmetic", TINY_RUN)
     assert (tmp_path / "results.json").exists() and (tmp_path / "loss.png").exists()

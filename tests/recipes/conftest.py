@@ -1,0 +1,19 @@
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture
+def run_on_two_processes(tmp_path):
+    """``hf-ext run RECIPE --accelerate-config cpu_2proc key=value...`` into ``tmp_path``; returns stdout."""
+
+    def run(recipe: str, overrides: list[str]) -> str:
+        command = [sys.executable, "-m", "hf_ext.cli", "run", recipe, "--accelerate-config", "cpu_2proc"]
+        result = subprocess.run(
+            [*command, *overrides, f"output_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+        )
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        return result.stdout
+
+    return run

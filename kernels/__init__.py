@@ -26,6 +26,7 @@ from .binary_pack import (
     unpack_signs_reference,
     unpack_signs_triton,
 )
+from .depth_smooth import depth_smooth, depth_smooth_reference, depth_smooth_triton
 from .lowrank import (
     lowrank_perturb_,
     lowrank_perturb_reference_,
@@ -38,6 +39,9 @@ from .perturb import seeded_perturb_, seeded_perturb_reference_, seeded_perturb_
 from .token_logprobs import token_logprobs, token_logprobs_reference, token_logprobs_triton
 
 __all__ = [
+    "depth_smooth",
+    "depth_smooth_reference",
+    "depth_smooth_triton",
     "lowrank_perturb_",
     "lowrank_perturb_reference_",
     "lowrank_perturb_triton_",

@@ -1,0 +1,285 @@
+"""Gradient smoothing: each repeated block's update becomes a weighted average of its depth neighbours'.
+
+Transformer layers (and ResNet stages) repeat one structure; parameters with the same role in
+neighbouring blocks (say ``layers.4.mlp.up_proj.weight`` and ``layers.5.mlp.up_proj.weight``)
+tend to want related updates. :class:`GradientSmoothing` wraps any base optimizer and, for every
+role, replaces block ``l``'s update ``U_l`` by ``sum_j K(l, j) U_j`` over a depth window:
+
+- ``mode="update"`` (default) smooths what the base optimizer did: parameters are copied before
+  the base step (one extra copy of the block parameters while stepping) and the smoothed update
+  is written after it. Adam's per-parameter scaling or Muon's orthogonalisation happen first,
+  per block, and the result is averaged.
+- ``mode="gradient"`` smooths the gradients before the base step (no extra copy; the base sees
+  smoothed gradients, so its state, e.g. Adam's moments, accumulates them).
+
+Both are depth-wise augmentations of the base method; they differ when the base is nonlinear in
+the gradient (Adam, Muon) and coincide for plain SGD without momentum. Parameters outside the
+blocks are left to the base optimizer. A window of width 1 is the base optimizer, bit for bit.
+"""
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from hf_ext.kernels import depth_smooth
+
+KERNELS = ("uniform", "triangular", "gaussian")
+MODES = ("update", "gradient")
+BOUNDARIES = ("renormalize", "truncate")
+
+
+def distance_weights(window: int, kernel: str = "uniform", sigma: float | None = None) -> list[float]:
+    """Unnormalised weight of a neighbour at depth distance ``0 .. window // 2``.
+
+    ``uniform``: all 1; ``triangular``: ``h + 1 - d``; ``gaussian``: ``exp(-d^2 / (2 sigma^2))``
+    (``sigma`` defaults to ``window / 4``).
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"`kernel` must be one of {list(KERNELS)}, got {kernel!r}")
+    half = window // 2
+    if kernel == "uniform":
+        return [1.0] * (half + 1)
+    if kernel == "triangular":
+        return [float(half + 1 - d) for d in range(half + 1)]
+    sigma = window / 4 if sigma is None else sigma
+    if not sigma > 0:
+        raise ValueError(f"`sigma` must be > 0, got {sigma}")
+    return [math.exp(-(d**2) / (2 * sigma**2)) for d in range(half + 1)]
+
+
+def smoothing_matrix(
+    depth: int,
+    window: int,
+    kernel: str = "uniform",
+    sigma: float | None = None,
+    weights: Sequence[float] | None = None,
+    boundary: str = "renormalize",
+) -> torch.Tensor:
+    """The ``(depth, depth)`` matrix ``K``: ``K(l, j) = w(|l - j|)`` within the window, rows normalised.
+
+    ``weights`` (one per distance ``0 .. window // 2``) overrides ``kernel``. With ``boundary=
+    "renormalize"`` every row sums to 1, so the first and last blocks average over the neighbours
+    they have; ``"truncate"`` divides every row by the full window's sum, so edge blocks take
+    smaller steps.
+    """
+    if not isinstance(window, int) or window < 1 or window % 2 == 0:
+        raise ValueError(f"`window` must be a positive odd integer, got {window!r}")
+    if window > depth:
+        raise ValueError(f"`window` ({window}) is wider than the depth ({depth} blocks)")
+    if boundary not in BOUNDARIES:
+        raise ValueError(f"`boundary` must be one of {list(BOUNDARIES)}, got {boundary!r}")
+    half = window // 2
+    if weights is None:
+        weights = distance_weights(window, kernel, sigma)
+    weights = [float(w) for w in weights]
+    if len(weights) != half + 1:
+        raise ValueError(
+            f"`weights` must have window // 2 + 1 = {half + 1} entries (distances 0..{half}), got {len(weights)}"
+        )
+    if any(not math.isfinite(w) or w < 0 for w in weights) or not any(weights):
+        raise ValueError(f"`weights` must be finite, non-negative and not all zero, got {weights}")
+    index = torch.arange(depth)
+    distance = (index[:, None] - index[None, :]).abs()
+    table = torch.tensor(weights + [0.0], dtype=torch.float64)
+    matrix = table[distance.clamp(max=half + 1)]
+    if boundary == "renormalize":
+        row_sums = matrix.sum(dim=1, keepdim=True)
+        if (row_sums == 0).any():
+            raise ValueError(f"`weights` {weights} give some block no neighbour with positive weight")
+        return (matrix / row_sums).float()
+    return (matrix / (weights[0] + 2 * sum(weights[1:]))).float()
+
+
+def _structure(module: nn.Module) -> tuple:
+    return (type(module).__name__, tuple((name, tuple(p.shape)) for name, p in module.named_parameters()))
+
+
+def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList]:
+    """The longest ``nn.ModuleList`` of structurally identical modules (e.g. ``model.model.layers``)."""
+    best = None
+    for name, module in model.named_modules():
+        if isinstance(module, nn.ModuleList) and len(module) >= 2:
+            if len({_structure(block) for block in module}) == 1 and (best is None or len(module) > len(best[1])):
+                best = (name, module)
+    if best is None:
+        raise ValueError("GradientSmoothing: found no nn.ModuleList of two or more identical blocks; pass `blocks`")
+    return best
+
+
+def _check_identical(blocks: Sequence[nn.Module]) -> None:
+    first = _structure(blocks[0])
+    for index, block in enumerate(blocks[1:], start=1):
+        if _structure(block) != first:
+            theirs = dict(_structure(block)[1])
+            differing = next(
+                (name for name, shape in first[1] if theirs.get(name) != shape),
+                next(iter(set(theirs) - dict(first[1]).keys()), type(block).__name__),
+            )
+            raise ValueError(
+                f"GradientSmoothing: `blocks` must be structurally identical; block {index} differs from block 0 "
+                f"at {differing!r}"
+            )
+
+
+class GradientSmoothing(torch.optim.Optimizer):
+    """Wraps ``base_optimizer``; after (or before) its step, smooths each block role's update across depth.
+
+    Args:
+        base_optimizer: any ``torch.optim.Optimizer`` over (at least) the block parameters.
+        model: the model whose repeated blocks are smoothed.
+        blocks: the blocks: a ``ModuleList`` / sequence of modules, or a dotted attribute path
+            (``"model.layers"``); ``None`` finds the longest list of identical blocks.
+        window: odd width of the depth window (1: no smoothing, the base optimizer exactly).
+        kernel, sigma, weights, boundary: the window's weights, see :func:`smoothing_matrix`.
+        mode: ``"update"`` or ``"gradient"`` (see the module docstring).
+
+    ``param_groups``, ``state``, ``state_dict()`` and ``load_state_dict()`` are the base
+    optimizer's, so learning-rate schedulers, ``Trainer`` checkpoints and resuming work unchanged;
+    the smoothing has no state of its own. A ``closure`` is evaluated once, before smoothing.
+    """
+
+    def __init__(
+        self,
+        base_optimizer: torch.optim.Optimizer,
+        model: nn.Module,
+        blocks: str | Sequence[nn.Module] | None = None,
+        window: int = 3,
+        kernel: str = "uniform",
+        sigma: float | None = None,
+        weights: Sequence[float] | None = None,
+        boundary: str = "renormalize",
+        mode: str = "update",
+    ):
+        if not isinstance(base_optimizer, torch.optim.Optimizer):
+            raise TypeError(
+                "GradientSmoothing: `base_optimizer` must be a torch.optim.Optimizer, got "
+                f"{type(base_optimizer).__name__}"
+            )
+        if mode not in MODES:
+            raise ValueError(f"GradientSmoothing: `mode` must be one of {list(MODES)}, got {mode!r}")
+        if blocks is None:
+            _, blocks = find_blocks(model)
+        elif isinstance(blocks, str):
+            blocks = model.get_submodule(blocks)
+        blocks = list(blocks)
+        if len(blocks) < 2:
+            raise ValueError(f"GradientSmoothing: need at least 2 blocks, got {len(blocks)}")
+        _check_identical(blocks)
+        self.base_optimizer = base_optimizer
+        self.mode = mode
+        self.matrix = smoothing_matrix(len(blocks), window, kernel, sigma, weights, boundary)
+        self.is_identity = bool(torch.equal(self.matrix, torch.eye(len(blocks))))
+        self.roles = self._roles(blocks)
+
+    def _roles(self, blocks: list[nn.Module]) -> dict[str, list[nn.Parameter]]:
+        optimized = {id(p) for group in self.base_optimizer.param_groups for p in group["params"]}
+        roles = {}
+        for name, _ in blocks[0].named_parameters():
+            params = [block.get_parameter(name) for block in blocks]
+            if len({id(p) for p in params}) != len(params):
+                raise ValueError(f"GradientSmoothing: blocks share the parameter {name!r}; nothing to smooth across")
+            inside = [id(p) in optimized for p in params]
+            if any(inside) and not all(inside):
+                raise ValueError(f"GradientSmoothing: {name!r} is optimized in some blocks but not in others")
+            if all(inside):
+                roles[name] = params
+        if not roles:
+            raise ValueError("GradientSmoothing: `base_optimizer` optimizes no parameter of the blocks")
+        return roles
+
+    # The base optimizer's groups and state are this optimizer's (schedulers, checkpoints, resume).
+    @property
+    def param_groups(self):
+        return self.base_optimizer.param_groups
+
+    @param_groups.setter
+    def param_groups(self, value):
+        self.base_optimizer.param_groups = value
+
+    @property
+    def state(self):
+        return self.base_optimizer.state
+
+    @state.setter
+    def state(self, value):
+        self.base_optimizer.state = value
+
+    @property
+    def defaults(self):
+        return self.base_optimizer.defaults
+
+    @defaults.setter
+    def defaults(self, value):
+        self.base_optimizer.defaults = value
+
+    def state_dict(self):
+        return self.base_optimizer.state_dict()
+
+    def load_state_dict(self, state_dict):
+        self.base_optimizer.load_state_dict(state_dict)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.base_optimizer.zero_grad(set_to_none=set_to_none)
+
+    def add_param_group(self, param_group: dict) -> None:
+        self.base_optimizer.add_param_group(param_group)
+
+    def _smooth(self, tensors: list[torch.Tensor], before: torch.Tensor | None = None) -> None:
+        stacked = torch.stack([t.detach().reshape(-1) for t in tensors])
+        smoothed = depth_smooth(stacked, self.matrix.to(stacked.device), before)
+        for tensor, row in zip(tensors, smoothed, strict=True):
+            tensor.detach().copy_(row.view_as(tensor))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if self.is_identity:
+            self.base_optimizer.step()
+            return loss
+        if self.mode == "gradient":
+            for params in self.roles.values():
+                grads = [p.grad for p in params]
+                if all(g is None for g in grads):
+                    continue
+                if any(g is None for g in grads):
+                    for p in params:
+                        if p.grad is None:
+                            p.grad = torch.zeros_like(p)
+                    grads = [p.grad for p in params]
+                self._smooth(grads)
+            self.base_optimizer.step()
+            return loss
+        before = {name: torch.stack([p.detach().reshape(-1) for p in params]) for name, params in self.roles.items()}
+        self.base_optimizer.step()
+        for name, params in self.roles.items():
+            self._smooth(params, before.pop(name))
+        return loss
+
+    def __repr__(self) -> str:
+        return f"GradientSmoothing(mode={self.mode!r}, blocks={self.matrix.shape[0]}, base={self.base_optimizer!r})"
+
+
+class GradientSmoothingFactory:
+    """Builds a smoothed optimizer for ``Trainer(optimizer_cls_and_kwargs=(GradientSmoothingFactory, kwargs))``.
+
+    transformers treats a non-``Optimizer`` class there as a factory: it instantiates it with no
+    arguments and calls it with the model and ``kwargs``: ``base`` (the base optimizer class,
+    default ``torch.optim.AdamW``), ``base_kwargs`` (its arguments; ``weight_decay`` applies to
+    parameters with 2 or more dimensions only, not to norms and biases) and any
+    :class:`GradientSmoothing` argument.
+    """
+
+    def __call__(self, model: nn.Module, base=torch.optim.AdamW, base_kwargs: dict | None = None, **smoothing):
+        base_kwargs = dict(base_kwargs or {})
+        weight_decay = base_kwargs.pop("weight_decay", 0.0)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        groups = [
+            {"params": [p for p in trainable if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in trainable if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        return GradientSmoothing(base([g for g in groups if g["params"]], **base_kwargs), model, **smoothing)

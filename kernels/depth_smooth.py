@@ -1,0 +1,84 @@
+"""Mix a stack of per-block tensors across depth: ``out = offset + W @ (stacked - offset)``.
+
+Gradient smoothing replaces block ``l``'s update by ``sum_j W[l, j] U_j``. The parameters of
+one role (say every layer's ``q_proj.weight``) are stacked as rows of ``stacked (L, N)``; with
+``offset`` the pre-step parameters, ``stacked - offset`` is the update and the result is the
+smoothed new parameters, in one pass. The Triton kernel reads each column tile once for all
+depths and mixes it with one small matmul; the reference does the same in fp32 with torch.
+"""
+
+import torch
+
+from ._dispatch import use_triton
+
+_BLOCK_WIDTH = 256
+_MAX_TRITON_DEPTH = 128
+
+
+def depth_smooth_reference(
+    stacked: torch.Tensor, weights: torch.Tensor, offset: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Reference path of :func:`depth_smooth` (fp32 torch matmul)."""
+    values = stacked.float() if offset is None else stacked.float() - offset.float()
+    smoothed = weights.float() @ values
+    if offset is not None:
+        smoothed += offset.float()
+    return smoothed.to(stacked.dtype)
+
+
+def depth_smooth_triton(
+    stacked: torch.Tensor, weights: torch.Tensor, offset: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Triton path of :func:`depth_smooth` (CUDA, or CPU under ``TRITON_INTERPRET=1``)."""
+    import triton
+
+    from ._depth_smooth_triton import depth_smooth_kernel
+
+    depth, width = stacked.shape
+    if depth > _MAX_TRITON_DEPTH:
+        raise ValueError(f"depth_smooth_triton: at most {_MAX_TRITON_DEPTH} blocks, got {depth}")
+    stacked = stacked.contiguous()
+    out = torch.empty_like(stacked)
+    if out.numel():
+        depth_smooth_kernel[(triton.cdiv(width, _BLOCK_WIDTH),)](
+            stacked,
+            stacked if offset is None else offset.contiguous(),
+            weights.float().contiguous(),
+            out,
+            depth,
+            width,
+            HAS_OFFSET=offset is not None,
+            BLOCK_DEPTH=max(16, triton.next_power_of_2(depth)),
+            BLOCK_WIDTH=_BLOCK_WIDTH,
+        )
+    return out
+
+
+def depth_smooth(stacked: torch.Tensor, weights: torch.Tensor, offset: torch.Tensor | None = None) -> torch.Tensor:
+    """``offset + weights @ (stacked - offset)`` (or ``weights @ stacked``), accumulated in fp32.
+
+    Args:
+        stacked: ``(L, N)`` floating tensor, one row per block.
+        weights: ``(L, L)`` mixing matrix; row ``l`` holds the weights of every block for block ``l``.
+        offset: optional ``(L, N)`` tensor like ``stacked`` (the parameters before the step).
+
+    Returns a new ``(L, N)`` tensor in ``stacked``'s dtype.
+    """
+    if stacked.dim() != 2 or not stacked.is_floating_point():
+        raise ValueError(
+            f"depth_smooth: `stacked` must be a 2-D floating (L, N) tensor, got {tuple(stacked.shape)} {stacked.dtype}"
+        )
+    depth = stacked.shape[0]
+    if weights.shape != (depth, depth):
+        raise ValueError(
+            f"depth_smooth: `weights` must be ({depth}, {depth}) for {depth} blocks, got {tuple(weights.shape)}"
+        )
+    if offset is not None and (offset.shape != stacked.shape or offset.dtype != stacked.dtype):
+        raise ValueError(
+            f"depth_smooth: `offset` must match `stacked` ({tuple(stacked.shape)} {stacked.dtype}), "
+            f"got {tuple(offset.shape)} {offset.dtype}"
+        )
+    tensors = [t for t in (stacked, weights, offset) if t is not None]
+    if use_triton(*tensors) and depth <= _MAX_TRITON_DEPTH and stacked.numel() < 2**31:
+        return depth_smooth_triton(stacked, weights, offset)
+    return depth_smooth_reference(stacked, weights, offset)

@@ -1,0 +1,187 @@
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from hf_ext.models import load_minilm, tiny_causal_lm
+from hf_ext.optim import GradientSmoothing, GradientSmoothingFactory, find_blocks, smoothing_matrix
+
+
+class Stack(nn.Module):
+    """A toy depth stack: ``depth`` identical blocks of one weight (out x in) and a bias, plus a head."""
+
+    def __init__(self, depth=4, width=3, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+        return self.head(x)
+
+
+def _train(model, optimizer, steps=3, seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x = torch.randn(8, model.layers[0].in_features, generator=generator)
+        optimizer.zero_grad()
+        model(x).pow(2).mean().backward()
+        optimizer.step()
+
+
+BASES = {
+    "sgd": lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9),
+    "adamw": lambda params: torch.optim.AdamW(params, lr=1e-2),
+    "muon": lambda params: torch.optim.Muon([p for p in params if p.dim() == 2], lr=1e-2),
+}
+
+
+@pytest.mark.parametrize("base", sorted(BASES))
+@pytest.mark.parametrize("mode", ["update", "gradient"])
+def test_a_window_of_one_is_the_base_optimizer_bit_for_bit(base, mode):
+    plain, smoothed = Stack(), Stack()
+    _train(plain, BASES[base](list(plain.parameters())))
+    _train(smoothed, GradientSmoothing(BASES[base](list(smoothed.parameters())), smoothed, window=1, mode=mode))
+    for (name, expected), actual in zip(plain.state_dict().items(), smoothed.state_dict().values(), strict=True):
+        assert torch.equal(actual, expected), name
+
+
+def test_matrix_uniform_window_renormalises_at_the_ends():
+    expected = torch.tensor(
+        [[1 / 2, 1 / 2, 0, 0], [1 / 3, 1 / 3, 1 / 3, 0], [0, 1 / 3, 1 / 3, 1 / 3], [0, 0, 1 / 2, 1 / 2]]
+    )
+    torch.testing.assert_close(smoothing_matrix(4, 3), expected)
+
+
+def test_matrix_triangular_and_truncated_boundary():
+    triangular = smoothing_matrix(4, 3, kernel="triangular")  # distance weights 2, 1
+    torch.testing.assert_close(triangular[0], torch.tensor([2 / 3, 1 / 3, 0, 0]))
+    torch.testing.assert_close(triangular[1], torch.tensor([1 / 4, 2 / 4, 1 / 4, 0]))
+    truncated = smoothing_matrix(4, 3, kernel="triangular", boundary="truncate")
+    torch.testing.assert_close(truncated[0], torch.tensor([2 / 4, 1 / 4, 0, 0]))
+    torch.testing.assert_close(truncated[1], triangular[1])
+
+
+def test_matrix_gaussian_and_explicit_weights():
+    gaussian = smoothing_matrix(5, 5, kernel="gaussian", sigma=1.0)
+    weights = torch.tensor([1.0, torch.e**-0.5, torch.e**-2])
+    torch.testing.assert_close(
+        gaussian[2], torch.cat([weights.flip(0), weights[1:]]) / (weights[0] + 2 * weights[1:].sum())
+    )
+    custom = smoothing_matrix(3, 3, weights=[0.0, 1.0])  # neighbours only
+    torch.testing.assert_close(custom, torch.tensor([[0, 1, 0], [1 / 2, 0, 1 / 2], [0, 1, 0]]).float())
+
+
+def test_sgd_updates_are_averaged_over_neighbours_by_hand():
+    """loss = sum_l c_l . w_l, SGD lr 1: U_l = -c_l; smoothed U_0 = -(c_0 + c_1)/2, U_1 = -(c_0 + c_1 + c_2)/3, ..."""
+    stack = Stack(depth=3, width=2)
+    start = [layer.weight.detach().clone() for layer in stack.layers]
+    coefficients = [1.0, 4.0, 7.0]
+    optimizer = GradientSmoothing(torch.optim.SGD([layer.weight for layer in stack.layers], lr=1.0), stack, window=3)
+    sum(c * layer.weight.sum() for c, layer in zip(coefficients, stack.layers, strict=True)).backward()
+    optimizer.step()
+    for layer, initial, update in zip(stack.layers, start, [-2.5, -4.0, -5.5], strict=True):
+        torch.testing.assert_close(layer.weight.detach(), initial + update)
+
+
+def test_update_and_gradient_modes_agree_for_plain_sgd_and_differ_for_adam():
+    results = {}
+    for base in ("sgd", "adam"):
+        for mode in ("update", "gradient"):
+            model = Stack()
+            inner = (
+                torch.optim.SGD(model.parameters(), lr=0.1)
+                if base == "sgd"
+                else torch.optim.Adam(model.parameters(), lr=1e-2)
+            )
+            _train(model, GradientSmoothing(inner, model, window=3, mode=mode))
+            results[base, mode] = torch.cat([p.detach().flatten() for p in model.layers.parameters()])
+    torch.testing.assert_close(results["sgd", "update"], results["sgd", "gradient"])
+    assert not torch.allclose(results["adam", "update"], results["adam", "gradient"])
+
+
+def test_parameters_outside_the_blocks_follow_the_base_optimizer():
+    plain, smoothed = Stack(), Stack()
+    _train(plain, torch.optim.SGD(plain.parameters(), lr=0.1), steps=1)
+    _train(smoothed, GradientSmoothing(torch.optim.SGD(smoothed.parameters(), lr=0.1), smoothed), steps=1)
+    assert torch.equal(plain.head.weight, smoothed.head.weight)  # one step: same gradient, same update
+    assert not torch.equal(plain.layers[0].weight, smoothed.layers[0].weight)
+
+
+def test_state_dict_round_trip_mid_training_resumes_exactly():
+    straight = Stack()
+    optimizer = GradientSmoothing(torch.optim.AdamW(straight.parameters(), lr=1e-2), straight, window=3)
+    _train(straight, optimizer, steps=3)
+    saved_model, saved_optimizer = copy.deepcopy(straight.state_dict()), copy.deepcopy(optimizer.state_dict())
+    _train(straight, optimizer, steps=2, seed=2)
+
+    resumed = Stack(seed=5)
+    resumed.load_state_dict(saved_model)
+    resumed_optimizer = GradientSmoothing(torch.optim.AdamW(resumed.parameters(), lr=1e-2), resumed, window=3)
+    resumed_optimizer.load_state_dict(saved_optimizer)
+    assert resumed_optimizer.state_dict()["state"][0]["step"] == 3
+    _train(resumed, resumed_optimizer, steps=2, seed=2)
+    for name, tensor in straight.state_dict().items():
+        assert torch.equal(resumed.state_dict()[name], tensor), name
+
+
+def test_param_groups_are_the_base_optimizers_so_schedulers_reach_it():
+    model = Stack()
+    base = torch.optim.SGD(model.parameters(), lr=1.0)
+    optimizer = GradientSmoothing(base, model)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    _train(model, optimizer, steps=1)
+    scheduler.step()
+    assert base.param_groups[0]["lr"] == 0.5
+    optimizer.load_state_dict(base.state_dict())  # base replaces its group dicts; we must follow
+    scheduler.step()
+    assert base.param_groups[0]["lr"] == optimizer.param_groups[0]["lr"] == 0.25
+
+
+def test_blocks_are_found_on_real_transformers_models():
+    llama, _ = tiny_causal_lm(num_layers=3)
+    name, blocks = find_blocks(llama)
+    assert name == "model.layers" and blocks is llama.model.layers
+    bert, _ = load_minilm(num_labels=2)
+    name, blocks = find_blocks(bert)
+    assert name == "bert.encoder.layer" and len(blocks) == 6
+    optimizer = GradientSmoothing(torch.optim.AdamW(llama.parameters()), llama)
+    assert "mlp.up_proj.weight" in optimizer.roles and len(optimizer.roles["mlp.up_proj.weight"]) == 3
+
+
+def test_the_factory_builds_it_for_trainer_with_no_decay_on_norms():
+    llama, _ = tiny_causal_lm()
+    factory = GradientSmoothingFactory()
+    optimizer = factory(llama, base_kwargs={"lr": 1e-3, "weight_decay": 0.1}, window=1)
+    decays = {group["weight_decay"]: len(group["params"]) for group in optimizer.param_groups}
+    norms = sum(1 for name, _ in llama.named_parameters() if "norm" in name)
+    assert decays[0.0] == norms and isinstance(optimizer.base_optimizer, torch.optim.AdamW)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"window": 5}, r"`window` \(5\) is wider than the depth \(4 blocks\)"),
+        ({"window": 2}, "`window` must be a positive odd integer"),
+        ({"weights": [1.0, -0.5]}, "must be finite, non-negative and not all zero"),
+        ({"weights": [0.0, 0.0]}, "must be finite, non-negative and not all zero"),
+        ({"weights": [1.0]}, r"`weights` must have window // 2 \+ 1 = 2 entries"),
+        ({"kernel": "box"}, r"`kernel` must be one of \['uniform', 'triangular', 'gaussian'\]"),
+        ({"mode": "both"}, r"`mode` must be one of \['update', 'gradient'\]"),
+        ({"boundary": "wrap"}, r"`boundary` must be one of \['renormalize', 'truncate'\]"),
+    ],
+)
+def test_bad_settings_name_the_field(kwargs, message):
+    model = Stack()
+    with pytest.raises(ValueError, match=message):
+        GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, **kwargs)
+
+
+def test_blocks_that_differ_are_refused():
+    model = Stack()
+    model.layers.append(nn.Linear(3, 4))
+    with pytest.raises(ValueError, match=r"block 4 differs from block 0 at 'weight'"):
+        GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, blocks=model.layers)

@@ -1,6 +1,7 @@
 """Offline datasets, deterministic by seed: verifiable arithmetic, preference pairs, real text."""
 
 from .arithmetic import arithmetic_dataset
+from .bpe import stdlib_bpe_tokenizer
 from .classification import docstring_classification
 from .corpus import stdlib_corpus
 from .preferences import preference_dataset
@@ -13,5 +14,6 @@ __all__ = [
     "extract_final_number",
     "final_number_format_reward",
     "preference_dataset",
+    "stdlib_bpe_tokenizer",
     "stdlib_corpus",
 ]

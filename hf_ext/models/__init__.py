@@ -4,13 +4,14 @@ from ._assets import MissingAssetError, cache_root
 from .causal_lm import CAUSAL_LMS, check_causal_lm, load_causal_lm
 from .minilm import load_minilm, minilm_path
 from .smollm2 import load_smollm2, load_smollm2_tokenizer, smollm2_path
-from .tiny import tiny_causal_lm
+from .tiny import llama_from_scratch, tiny_causal_lm
 
 __all__ = [
     "CAUSAL_LMS",
     "MissingAssetError",
     "cache_root",
     "check_causal_lm",
+    "llama_from_scratch",
     "load_causal_lm",
     "load_minilm",
     "load_smollm2",

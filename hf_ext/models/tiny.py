@@ -32,3 +32,30 @@ def tiny_causal_lm(
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
     return model, tokenizer
+
+
+def llama_from_scratch(
+    tokenizer: PreTrainedTokenizerBase,
+    hidden_size: int = 128,
+    num_layers: int = 8,
+    num_heads: int = 4,
+    max_positions: int = 512,
+    seed: int = 0,
+) -> PreTrainedModel:
+    """A randomly initialised Llama sized to ``tokenizer``'s vocabulary, for pretraining experiments."""
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=4 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(config)

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from _harness import emit, median_seconds
 from hf_ext.kernels import (
+    depth_smooth_triton,
     lowrank_perturb_triton_,
     pack_signs,
     packed_binary_matmul_triton,
@@ -22,6 +23,8 @@ from hf_ext.kernels import (
     triton_available,
     unpack_signs,
 )
+
+from hf_ext.optim import smoothing_matrix
 
 
 def _eager_noise(shape, seed: int, like: torch.Tensor) -> torch.Tensor:
@@ -42,6 +45,11 @@ def eager_lowrank_perturb_(weight: torch.Tensor, basis: torch.Tensor, seed: int,
 def eager_token_logprobs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Eager torch: a full fp32 log_softmax over the vocabulary, then gather."""
     return torch.log_softmax(logits.float(), -1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+
+def eager_depth_smooth(stacked, mixing, before):
+    """What torch does without the kernel: fp32 copies, a difference, a matmul and a sum."""
+    return (before.float() + mixing @ (stacked.float() - before.float())).to(stacked.dtype)
 
 
 def main() -> None:
@@ -77,6 +85,10 @@ def main() -> None:
     col_scale = torch.rand(linear_in, device=device, dtype=dtype)
     # Eager torch keeps the dense binarised weight in x's dtype and calls F.linear on it.
     dense = row_scale[:, None] * unpack_signs(packed, linear_in, dtype) * col_scale[None, :]
+    # One role of SmolLM2-135M's 30 layers (mlp.up_proj, 1536 x 576), stacked, window 3.
+    stacked = torch.randn(30, 1536 * 576, device=device, dtype=dtype)
+    before = torch.randn_like(stacked)
+    mixing = smoothing_matrix(30, 3).to(device)
     result = {
         "measured": True,
         "device": torch.cuda.get_device_name(),
@@ -98,6 +110,10 @@ def main() -> None:
         "token_logprobs": (
             functools.partial(token_logprobs_triton, logits, labels),
             functools.partial(eager_token_logprobs, logits, labels),
+        ),
+        "depth_smooth": (
+            functools.partial(depth_smooth_triton, stacked, mixing, before),
+            functools.partial(eager_depth_smooth, stacked, mixing, before),
         ),
         "packed_binary_matmul": (
             functools.partial(packed_binary_matmul_triton, x, packed, row_scale, col_scale),

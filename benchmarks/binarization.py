@@ -1,6 +1,6 @@
 """Perplexity of SmolLM2-135M-Instruct binarized four ways, and the packed size of its linear layers.
 
-    python benchmarks/binarization.py [--max-steps 200] [--model smollm2]
+    python benchmarks/binarization.py [--max-steps 100] [--model smollm2]
 
 On held-out standard-library source (files not trained on): (a) the full-precision model,
 (b) one-shot binarization (sign with a per-row mean-|W| scale, no training), (c) the
@@ -8,7 +8,7 @@ binary-aware init alone (rank-1 ``|W|`` scales, no training), (d) progressive tr
 (lambda 0 -> 1 over the first half of the steps, logit distillation), and (e) the same training
 binary from step 0 (no progression), at the same number of steps as (d). Also the packed size of
 the binarized linear layers (bits + scales) over their fp16 size. Expected shape: (d) far below
-(b). About 25 minutes on 2 CPU cores. The last line is JSON.
+(b). About 35 minutes on 2 CPU cores. The last line is JSON.
 """
 
 import argparse
@@ -36,7 +36,7 @@ def one_shot(recipe_argv: list[str]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-steps", type=int, default=200)
+    parser.add_argument("--max-steps", type=int, default=100)
     parser.add_argument("--model", choices=sorted(CAUSAL_LMS), default="smollm2")
     parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()

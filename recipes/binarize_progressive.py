@@ -1,6 +1,6 @@
 """Progressive 1-bit binarization of SmolLM2-135M-Instruct by distillation from its full-precision self.
 
-    hf-ext run binarize_progressive                          # shipped config, ~10 min on 2 CPU cores
+    hf-ext run binarize_progressive                          # shipped config, ~15 min on 2 CPU cores
     hf-ext run binarize_progressive max_steps=20 progressive=false
 
 Binarizes every decoder linear layer (embeddings, norms and the tied LM head stay full
@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> dict:
         "init_error_mean": sum(init_errors.values()) / len(init_errors),
         "init_error_max": max(init_errors.values()),
         "binarized_layers": len(init_errors),
+        "init_errors": init_errors,
     }
     state.print(
         f"{len(init_errors)} layers binarized ({script_args.init} init, relative error mean "

@@ -1,9 +1,37 @@
-"""A randomly initialised Llama-architecture model with SmolLM2's tokenizer, for fast tests."""
+"""Randomly initialised Llama-architecture models: tiny ones for tests, small ones for pretraining."""
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from .smollm2 import load_smollm2_tokenizer
+
+
+def llama_from_scratch(
+    tokenizer: PreTrainedTokenizerBase,
+    hidden_size: int = 128,
+    num_layers: int = 8,
+    num_heads: int = 4,
+    num_kv_heads: int | None = None,
+    max_positions: int = 512,
+    seed: int = 0,
+) -> PreTrainedModel:
+    """A randomly initialised Llama sized to ``tokenizer``'s vocabulary (MLP 4x wide, tied embeddings)."""
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=4 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads or num_heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(config)
 
 
 def tiny_causal_lm(
@@ -15,47 +43,7 @@ def tiny_causal_lm(
     unchanged on it.
     """
     tokenizer = load_smollm2_tokenizer()
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=4 * hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+    model = llama_from_scratch(
+        tokenizer, hidden_size, num_layers, num_heads=2, num_kv_heads=1, max_positions=1024, seed=seed
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
     return model, tokenizer
-
-
-def llama_from_scratch(
-    tokenizer: PreTrainedTokenizerBase,
-    hidden_size: int = 128,
-    num_layers: int = 8,
-    num_heads: int = 4,
-    max_positions: int = 512,
-    seed: int = 0,
-) -> PreTrainedModel:
-    """A randomly initialised Llama sized to ``tokenizer``'s vocabulary, for pretraining experiments."""
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=4 * hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_heads,
-        max_position_embeddings=max_positions,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return LlamaForCausalLM(config)

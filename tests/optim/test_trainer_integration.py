@@ -1,6 +1,3 @@
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -64,18 +61,9 @@ def test_the_factory_through_optimizer_cls_and_kwargs(tmp_path):
     assert not torch.allclose(smoothed.model.layers[0].mlp.up_proj.weight, plain.model.layers[0].mlp.up_proj.weight)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.slow
-def test_two_cpu_processes_keep_identical_replicas(tmp_path):
-    torchrun = Path(sys.executable).with_name("torchrun")
-    command = [str(torchrun), "--nproc_per_node=2", f"--master_port={_free_port()}", str(SCRIPT), str(tmp_path)]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+def test_two_cpu_processes_keep_identical_replicas(tmp_path, torchrun_two_processes):
+    torchrun_two_processes(SCRIPT)
     rank0, rank1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
     assert rank0["num_processes"] == 2 and rank0["optimizer"] == "GradientSmoothing"
     initial = dict(tiny_causal_lm(num_layers=3)[0].named_parameters())

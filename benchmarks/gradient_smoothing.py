@@ -1,6 +1,6 @@
 """Gradient smoothing across depth vs its base optimizer: LM pretraining from scratch and a ViT on digits.
 
-    python benchmarks/gradient_smoothing.py [--steps 300] [--seeds 0 1 2] [--window 3]
+    python benchmarks/gradient_smoothing.py [--steps 200] [--batch-size 8] [--seeds 0 1 2] [--window 3]
 
 (1) An 8-layer Llama (hidden 128, 2.4M parameters) pretrained from scratch on standard-library
 source with a 2048-token BPE trained on it: AdamW vs AdamW + smoothing and Muon (block matrices;
@@ -86,7 +86,8 @@ def pretraining(args) -> dict:
     runs = {method: [] for method in LM_METHODS}
     for seed in args.seeds:
         order = torch.randperm(len(train_ids), generator=torch.Generator().manual_seed(seed))
-        batches = [train_ids[order[i * 16 : (i + 1) * 16]] for i in range(args.steps)]
+        size = args.batch_size
+        batches = [train_ids[order[i * size : (i + 1) * size]] for i in range(args.steps)]
         for method in LM_METHODS:
             model = llama_from_scratch(tokenizer, hidden_size=128, num_layers=8, seed=seed)
             optimizers = build_optimizers(method, model, args.lr, args.muon_lr, args.window)
@@ -141,7 +142,8 @@ def _mean_curve(results: list[dict]) -> list[tuple[int, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=8, help="LM blocks of 128 tokens per step")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--window", type=int, default=3)
     parser.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate of the LM")

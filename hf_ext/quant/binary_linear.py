@@ -126,10 +126,6 @@ class ProgressiveBinaryLinear(nn.Linear):
         """The weight this layer multiplies by: dense at mix 0, binary at mix 1."""
         return MixedBinaryWeight.apply(self.weight, self.row_scale, self.col_scale, self.mix, self.ste_clip)
 
-    def binary_weight(self) -> torch.Tensor:
-        """``B(W)``, what a packed export stores."""
-        return binary_weight(self.weight, self.row_scale, self.col_scale)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.effective_weight(), self.bias)
 

@@ -17,6 +17,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from hf_ext.kernels import pack_signs, packed_binary_matmul
 
+from .._tied import split_tied
 from .convert import binary_layers
 
 FORMAT = "hf_ext.packed_binary/1"
@@ -71,21 +72,15 @@ def save_packed(model: PreTrainedModel, save_directory: str | Path) -> dict[str,
             f"save_packed: {len(unfinished)} binarized layers are not fully binary (e.g. {name!r} has mix {mix}); "
             "finish the schedule (or call set_binarization_mix(model, 1.0)) before exporting"
         )
-    tensors, aliases, owners = {}, {}, {}
+    state = model.state_dict()
+    if any(t.is_floating_point() and not torch.isfinite(t).all() for t in state.values()):
+        raise ValueError("save_packed: the model has NaN/inf values; refusing to export them")
+    tensors = {}
     for name, layer in layers.items():
         tensors |= _layer_tensors(name, layer)
     prefixes = tuple(f"{name}." for name in layers)
-    for key, tensor in model.state_dict().items():
-        if key.startswith(prefixes):
-            continue
-        identity = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
-        if identity in owners:  # tied weights (embeddings and LM head) are stored once
-            aliases[key] = owners[identity]
-            continue
-        owners[identity] = key
-        tensors[key] = tensor.detach()
-    if any(t.is_floating_point() and not torch.isfinite(t).all() for t in tensors.values()):
-        raise ValueError("save_packed: the model has NaN/inf values; refusing to export them")
+    rest, aliases = split_tied({key: t for key, t in state.items() if not key.startswith(prefixes)})
+    tensors |= {key: tensor.detach() for key, tensor in rest.items()}
     shapes = {name: [layer.in_features, layer.out_features, layer.bias is not None] for name, layer in layers.items()}
     metadata = {"format": FORMAT, "binary_layers": json.dumps(shapes), "aliases": json.dumps(aliases)}
     save_directory = Path(save_directory)

@@ -16,6 +16,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import TrainerCallback
 
+from .._tied import split_tied
+
 FORMAT = "hf_ext.sparse_delta/1"
 DELTA_FILE = "sparse_delta.safetensors"
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -57,13 +59,8 @@ def save_sparse_delta(model, base, path: str | Path) -> dict[str, int]:
         differing = sorted(current.keys() ^ reference.keys())[:5]
         raise ValueError(f"save_sparse_delta: `model` and `base` have different tensors, e.g. {differing}")
     tensors, changed, total = {}, 0, 0
-    aliases, owners = {}, {}  # tied weights (e.g. embeddings and LM head) are stored once
-    for name, tensor in current.items():
-        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
-        if key in owners:
-            aliases[name] = owners[key]
-            continue
-        owners[key] = name
+    unique, aliases = split_tied(current)
+    for name, tensor in unique.items():
         if tensor.shape != reference[name].shape or tensor.dtype != reference[name].dtype:
             raise ValueError(
                 f"save_sparse_delta: {name!r} is {tuple(tensor.shape)} {tensor.dtype} in `model` but "

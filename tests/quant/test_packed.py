@@ -88,9 +88,11 @@ def test_non_packed_files_and_non_binarized_models_are_refused(tiny_pair, tmp_pa
         load_packed(tmp_path)
 
 
-def test_nan_weights_are_not_exported(binary_model, tmp_path):
+@pytest.mark.parametrize("where", ["model.norm.weight", "model.layers.0.mlp.up_proj.weight"])
+def test_nan_weights_are_not_exported(binary_model, tmp_path, where):
+    """A NaN in a binarized weight would silently pack as -1: it must be refused like any other."""
     with torch.no_grad():
-        binary_model.model.norm.weight[0] = float("nan")
+        binary_model.get_parameter(where).view(-1)[0] = float("nan")
     with pytest.raises(ValueError, match="NaN/inf"):
         save_packed(binary_model, tmp_path)
     assert not (tmp_path / "packed_binary.safetensors").exists()

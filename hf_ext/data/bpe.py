@@ -15,6 +15,14 @@ from .stdlib_text import read_source, stdlib_source_files
 
 END_OF_TEXT = "<|endoftext|>"
 
+# "user: ...\nassistant: ...<|endoftext|>": enough structure for the chat-format datasets
+# (arithmetic) to train and evaluate a from-scratch model with the same code as SmolLM2.
+PLAIN_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}"
+    "{% if message['role'] == 'assistant' %}{{ eos_token }}{% else %}{{ '\\n' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
 
 def _train(vocab_size: int, max_files: int | None) -> Tokenizer:
     tokenizer = Tokenizer(models.BPE())
@@ -35,6 +43,7 @@ def stdlib_bpe_tokenizer(vocab_size: int = 2048, max_files: int | None = 400) ->
     """Byte-level BPE with ``vocab_size`` tokens (``<|endoftext|>`` is BOS, EOS and padding).
 
     Trained on the first ``max_files`` standard-library files in sorted order (``None``: all).
+    Carries :data:`PLAIN_CHAT_TEMPLATE`, so chat-format rows tokenize and generate as with SmolLM2.
     """
     if vocab_size < 300:
         raise ValueError(f"stdlib_bpe_tokenizer: `vocab_size` must be >= 300 (256 bytes + merges), got {vocab_size}")
@@ -47,5 +56,9 @@ def stdlib_bpe_tokenizer(vocab_size: int = 2048, max_files: int | None = 400) ->
         _train(vocab_size, max_files).save(str(scratch))
         Path(scratch).replace(path)
     return PreTrainedTokenizerFast(
-        tokenizer_file=str(path), bos_token=END_OF_TEXT, eos_token=END_OF_TEXT, pad_token=END_OF_TEXT
+        tokenizer_file=str(path),
+        bos_token=END_OF_TEXT,
+        eos_token=END_OF_TEXT,
+        pad_token=END_OF_TEXT,
+        chat_template=PLAIN_CHAT_TEMPLATE,
     )

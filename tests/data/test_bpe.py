@@ -1,6 +1,7 @@
 import pytest
 
-from hf_ext.data import stdlib_bpe_tokenizer
+from hf_ext.data import arithmetic_dataset, stdlib_bpe_tokenizer
+from hf_ext.data.sft import tokenize_prompt_completion
 from hf_ext.models import llama_from_scratch
 
 
@@ -29,3 +30,14 @@ def test_a_model_from_scratch_is_sized_to_the_tokenizer(tmp_path, monkeypatch):
 def test_bad_sizes_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         stdlib_bpe_tokenizer(**kwargs)
+
+
+def test_chat_rows_tokenize_with_the_completion_as_a_suffix(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_EXT_CACHE", str(tmp_path))
+    tokenizer = stdlib_bpe_tokenizer(vocab_size=400, max_files=20)
+    row = arithmetic_dataset(1)[0]
+    tokens = tokenize_prompt_completion(row, tokenizer)
+    completion = [t for t, label in zip(tokens["input_ids"], tokens["labels"], strict=True) if label != -100]
+    assert tokenizer.decode(completion) == f" {row['completion'][0]['content']}{tokenizer.eos_token}"
+    prompt = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
+    assert prompt == f"user: {row['question']}\nassistant:"

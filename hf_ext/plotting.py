@@ -75,3 +75,28 @@ def plot_histograms(
         ax.hist(sample, bins=edges, histtype="step", linewidth=1.5, label=name)
     ax.set_yscale("log")
     return _finish(fig, ax, path, title, xlabel, "count")
+
+
+def plot_labelled_points(
+    panels: Mapping[str, Sequence[tuple[float, float, str]]], path: str | Path, title: str, xlabel: str
+) -> Path:
+    """One panel per y quantity of labelled ``(x, y, label)`` points joined in order, saved as a PNG.
+
+    For trade-offs such as base-model loss vs downstream score, one point per setting.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+    for ax, (ylabel, points) in zip(axes[0], panels.items(), strict=True):
+        xs, ys, labels = zip(*points, strict=True) if points else ((), (), ())
+        ax.plot(xs, ys, marker="o", color="tab:blue")
+        for x, y, label in zip(xs, ys, labels, strict=True):
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

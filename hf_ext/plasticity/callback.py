@@ -24,14 +24,15 @@ def _attention_modules(model) -> list:
 
 
 class PlasticityCallback(TrainerCallback):
-    """Every ``every`` steps (and at the start), measures how plastic the model still is.
+    """Every ``every`` steps, at the start and at the end, measures how plastic the model still is.
 
     Logs ``plasticity/probe_accuracy/layer_{i}`` (linear probe on mean-pooled hidden states of each
     layer, fit on the first ``1 - probe_test_fraction`` of ``probe_dataset``, scored on the rest),
     ``plasticity/attention_entropy/layer_{i}``, ``plasticity/qk_spectral_norm/layer_{i}`` and
     ``.../qk_frobenius_norm/layer_{i}``, ``plasticity/loss_gap`` (validation minus train LM loss, when
     ``loss_datasets=(train, validation)`` is given), ``plasticity/weight_norm`` and
-    ``plasticity/effective_rank_mean``. They go into the Trainer's logs and to ``output_file`` (JSON).
+    ``plasticity/effective_rank_mean``. They go into the Trainer's logs and to ``output_file`` (JSON);
+    ``history[-1]`` is always the trained model.
 
     ``probe_dataset`` needs ``input_ids`` (same length per row, or with ``attention_mask``) and
     ``label``. Integrations such as TensorBoard see the metrics when the callback runs before them:
@@ -138,6 +139,10 @@ class PlasticityCallback(TrainerCallback):
         if state.global_step % self.every == 0:
             self._pending = self._record(state, model)
             control.should_log = True
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        if not self.history or self.history[-1]["step"] != state.global_step:  # the end point, always measured
+            self._record(state, model)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self._pending:

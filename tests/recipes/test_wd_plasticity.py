@@ -1,0 +1,99 @@
+import json
+
+import pytest
+from hf_ext.recipes.wd_plasticity import PlasticityArguments, downstream_data, main, parse_args, pretraining_trainer
+from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+
+from hf_ext.cli import recipes_dir
+from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
+from hf_ext.plasticity import plasticity_report
+
+
+def _flags(tmp_path, *extra):
+    config = str(recipes_dir() / "configs" / "wd_plasticity.yaml")
+    return ["--config", config, "--quick", "true", "--output_dir", str(tmp_path), *extra]
+
+
+def _decayed(trainer) -> tuple[set[str], set[str]]:
+    """Names of the parameters the Trainer's AdamW decays, and of those it does not."""
+    optimizer = trainer.create_optimizer()
+    names = {id(p): name for name, p in trainer.model.named_parameters()}
+    decayed, kept = set(), set()
+    for group in optimizer.param_groups:
+        (decayed if group["weight_decay"] > 0 else kept).update(names[id(p)] for p in group["params"])
+    return decayed, kept
+
+
+def test_pretraining_decays_matrices_but_not_norms(tmp_path):
+    script_args, training_args = parse_args(_flags(tmp_path))
+    tokenizer = stdlib_bpe_tokenizer(script_args.vocab_size)
+    corpus = stdlib_corpus(tokenizer, 16, max_files=4)
+    probe = corpus["train"].select(range(8)).add_column("label", [0, 1] * 4)
+    trainer, _ = pretraining_trainer(0.3, tokenizer, corpus, probe, script_args, training_args, tmp_path)
+    decayed, kept = _decayed(trainer)
+    assert trainer.args.weight_decay == 0.3
+    assert kept and all("norm" in name for name in kept)
+    assert {name for name, p in trainer.model.named_parameters() if p.dim() == 2} == decayed
+
+
+def test_the_trainer_grouping_also_leaves_biases_undecayed(tmp_path):
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2
+    )
+    config.attention_bias = config.mlp_bias = True
+    args = TrainingArguments(output_dir=str(tmp_path), weight_decay=0.1, report_to="none", use_cpu=True)
+    decayed, kept = _decayed(Trainer(model=LlamaForCausalLM(config), args=args))
+    assert any(name.endswith("bias") for name in kept)
+    assert not any(name.endswith("bias") or "norm" in name for name in decayed)
+
+
+def test_quick_sweep_end_to_end(tmp_path, capsys):
+    results = main(_flags(tmp_path, "--weight_decays", "0.0", "1.0", "--learning_rate", "1e-2"))
+    rows = results["rows"]
+    assert [row["weight_decay"] for row in rows] == [0.0, 1.0]
+    for row in rows:
+        assert 0 <= row["probe_accuracy"] <= 1 and 0 <= row["classification_accuracy"] <= 1
+        assert 0 <= row["arithmetic_exact_match"] <= 1 and row["arithmetic_loss"] > 0
+        assert row["qk_spectral_norm"] <= row["qk_frobenius_norm"]
+    # Same initialisation, data and steps: only the decay differs, and it shrinks the weights.
+    assert rows[1]["weight_norm"] < rows[0]["weight_norm"]
+    assert rows[1]["base_validation_loss"] != rows[0]["base_validation_loss"]
+    for decay in ("0", "1"):
+        point = tmp_path / f"wd_{decay}"
+        steps = [entry["step"] for entry in json.loads((point / "plasticity.json").read_text())]
+        assert steps[0] == 0 and steps[-1] == 6
+        assert (point / "base" / "model.safetensors").is_file() and (point / "base" / "tokenizer.json").is_file()
+    assert (tmp_path / "plasticity.png").stat().st_size > 1000
+    capsys.readouterr()
+    assert plasticity_report(tmp_path) == rows
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("| weight decay | base val loss") and len(printed) == 4
+
+
+def test_report_of_an_empty_directory_says_what_is_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"no wd_\*/results.json under"):
+        plasticity_report(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("weight_decays", "message"),
+    [
+        ([], "`weight_decays` must list at least one weight decay, got an empty sweep"),
+        ([0.1, -0.1], r"`weight_decays` must all be >= 0, got \[-0.1\]"),
+        ([0.1, 0.1], "`weight_decays` must not repeat a value"),
+    ],
+)
+def test_bad_sweeps_name_the_field(weight_decays, message):
+    with pytest.raises(ValueError, match=message):
+        PlasticityArguments(weight_decays=weight_decays)
+
+
+def test_bad_sweep_from_the_command_line(tmp_path):
+    with pytest.raises(ValueError, match="must all be >= 0"):
+        parse_args(_flags(tmp_path, "--weight_decays", "-1"))
+
+
+def test_held_out_arithmetic_must_not_be_all_seen():
+    script_args = PlasticityArguments(arithmetic_difficulty=1, arithmetic_train=2000)
+    with pytest.raises(ValueError, match="every held-out arithmetic problem at difficulty 1"):
+        downstream_data(stdlib_bpe_tokenizer(script_args.vocab_size), script_args, seed=0)

@@ -1,0 +1,4 @@
+"""Companion methods of the same family: Bayesian optimization and combinatorial search, driven from recipes.
+
+Nothing here imports transformers: ``bo`` needs the ``[bo]`` extra (BoTorch).
+"""

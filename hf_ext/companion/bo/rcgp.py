@@ -1,0 +1,209 @@
+"""Robust Conjugate Gaussian Process (Altamirano, Briol, Knoblauch, 2024) as a BoTorch model.
+
+RCGP keeps a GP's closed-form posterior but gives every observation a weight
+``w(x, y) = beta (1 + (y - m(x))^2 / c^2)^(-1/2)``. With ``beta = sigma / sqrt(2)`` (RCGP's choice,
+used here) this amounts to observation ``i`` having noise variance ``sigma^2 (1 + r_i^2 / c^2)``
+(``r_i = y_i - m``) and the shifted target ``m + r_i (1 + 2 sigma^2 / (c^2 + r_i^2))``:
+
+    mean(x) = m + k_x^T K_w^-1 z,      cov(x, x') = k(x, x') - k_x^T K_w^-1 k_x',
+    K_w = K + diag(sigma^2 (1 + r^2 / c^2)),   z_i = r_i (1 + 2 sigma^2 / (c^2 + r_i^2)).
+
+Everything is computed through ``s_i = (sigma^2 (1 + r_i^2/c^2))^(-1/2)`` (0 for an infinite
+residual) and ``A = I + S K S`` (``K_w^-1 = S A^-1 S``), whose entries stay finite for any residual:
+an observation of ``+-inf`` gets ``s_i = 0`` and drops out exactly, a huge one nearly so. As
+``c -> inf`` the noise tends to ``sigma^2`` and ``z`` to ``r``: the standard GP with noise
+``sigma^2``. NaN observations are refused (a NaN is a failed evaluation, not a measurement).
+"""
+
+import math
+
+import torch
+from botorch.models.model import Model
+from botorch.posteriors.gpytorch import GPyTorchPosterior
+from gpytorch.constraints import Interval
+from gpytorch.distributions import MultivariateNormal
+from gpytorch.kernels import MaternKernel, ScaleKernel
+from torch import Tensor, nn
+
+
+def adaptive_threshold(residuals: Tensor, epsilon: float = 0.05) -> float:
+    """RCGP's data-driven soft threshold: the ``1 - epsilon`` quantile of ``|residuals|``.
+
+    The quantile takes the lower order statistic, so it is a value of the data; when it is
+    infinite (more than an ``epsilon`` share of infinite residuals) the largest finite ``|r|`` is
+    used instead, and a threshold of 0 (all residuals 0) becomes 1.
+    """
+    magnitudes = residuals.abs().flatten()
+    c = torch.quantile(magnitudes, 1 - epsilon, interpolation="lower").item()
+    if not math.isfinite(c):
+        finite = magnitudes[torch.isfinite(magnitudes)]
+        c = finite.max().item() if len(finite) else 1.0
+    return c if c > 0 else 1.0
+
+
+def _default_kernel(dim: int) -> ScaleKernel:
+    """Matern-5/2 with one lengthscale per input (inputs scaled to the unit cube) and an output scale."""
+    base = MaternKernel(nu=2.5, ard_num_dims=dim, lengthscale_constraint=Interval(5e-3, 4.0))
+    kernel = ScaleKernel(base, outputscale_constraint=Interval(5e-2, 20.0))
+    kernel.base_kernel.lengthscale = 0.3
+    kernel.outputscale = 1.0
+    return kernel
+
+
+class RobustConjugateGP(Model):
+    """A single-output BoTorch ``Model`` whose posterior is RCGP's closed form (see the module docstring).
+
+    Args:
+        train_X: ``n x d`` inputs (the BO loop passes them scaled to the unit cube).
+        train_Y: ``n x 1`` observations; ``+-inf`` and huge values are allowed, NaN is refused.
+        c: the soft threshold (fixed: RCGP-UCB's stable variant); ``None`` takes
+            :func:`adaptive_threshold` of the residuals (the adaptive variant).
+        epsilon: share of residuals allowed above the adaptive threshold.
+        prior_mean: the constant prior mean ``m``; ``None`` takes the median of the finite observations.
+        noise: initial ``sigma^2`` (fitted by :meth:`fit`, kept in ``[1e-6, 1]``: put ``train_Y`` on a
+            unit scale first, robustly, e.g. by :func:`hf_ext.companion.bo.robust_standardize`).
+        covar_module: a GPyTorch kernel; default Matern-5/2 ARD with an output scale.
+    """
+
+    num_outputs = 1
+
+    def __init__(
+        self,
+        train_X: Tensor,
+        train_Y: Tensor,
+        c: float | None = None,
+        epsilon: float = 0.05,
+        prior_mean: float | None = None,
+        noise: float = 1e-2,
+        covar_module: nn.Module | None = None,
+    ):
+        super().__init__()
+        if train_X.dim() != 2 or train_Y.shape != (train_X.shape[0], 1):
+            raise ValueError(
+                f"RobustConjugateGP: `train_X` must be n x d and `train_Y` n x 1, got {tuple(train_X.shape)} "
+                f"and {tuple(train_Y.shape)}"
+            )
+        if torch.isnan(train_Y).any() or not torch.isfinite(train_X).all():
+            raise ValueError("RobustConjugateGP: `train_Y` must not contain NaN and `train_X` must be finite")
+        if c is not None and not 0 < c < math.inf:
+            raise ValueError(f"RobustConjugateGP: `c` must be a finite positive number or None, got {c}")
+        if not 0 < epsilon < 1:
+            raise ValueError(f"RobustConjugateGP: `epsilon` must be in (0, 1), got {epsilon}")
+        self.train_X, self.train_Y = train_X, train_Y
+        finite = train_Y[torch.isfinite(train_Y)]
+        if prior_mean is None:
+            prior_mean = finite.median().item() if len(finite) else 0.0
+        self.prior_mean = prior_mean
+        residuals = train_Y.squeeze(-1) - prior_mean
+        self.c = adaptive_threshold(residuals, epsilon) if c is None else c
+        self.covar_module = covar_module if covar_module is not None else _default_kernel(train_X.shape[-1])
+        self.covar_module.to(train_X)
+        self.noise_constraint = Interval(1e-6, 1.0)
+        self.raw_noise = nn.Parameter(torch.zeros((), dtype=train_X.dtype, device=train_X.device))
+        self.noise = noise
+
+    @property
+    def noise(self) -> Tensor:
+        """``sigma^2``: the noise of an observation with zero residual."""
+        return self.noise_constraint.transform(self.raw_noise)
+
+    @noise.setter
+    def noise(self, value: float) -> None:
+        with torch.no_grad():
+            self.raw_noise.copy_(self.noise_constraint.inverse_transform(torch.as_tensor(value).to(self.raw_noise)))
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return torch.Size()
+
+    def weights(self) -> Tensor:
+        """``w_i / beta = (1 + r_i^2 / c^2)^(-1/2)`` of every observation: 1 for a perfect fit, 0 for infinity."""
+        residuals = self.train_Y.squeeze(-1) - self.prior_mean
+        return torch.rsqrt(1 + (residuals / self.c) ** 2)
+
+    def _scaled_terms(self) -> tuple[Tensor, Tensor]:
+        """``s`` and ``S z``, finite for every residual including ``+-inf``."""
+        sigma = self.noise.sqrt()
+        residuals = self.train_Y.squeeze(-1) - self.prior_mean
+        s = self.weights() / sigma
+        # s_i z_i = sign(r) c / sqrt(1 + (c/r)^2) / sigma * (1 + 2 sigma^2 / (c^2 + r^2)), stable at r = 0 and inf.
+        magnitude = self.c * torch.rsqrt(1 + (self.c / residuals) ** 2) / sigma
+        scaled_targets = residuals.sign() * magnitude * (1 + 2 * self.noise / (self.c**2 + residuals**2))
+        return s, scaled_targets
+
+    def _factor(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``s``, the Cholesky factor of ``A = I + S K S`` and ``A^-1 S z``."""
+        s, scaled_targets = self._scaled_terms()
+        kernel = self.covar_module(self.train_X).to_dense()
+        system = torch.eye(len(s), dtype=s.dtype, device=s.device) + s[:, None] * kernel * s[None, :]
+        cholesky = torch.linalg.cholesky(system)
+        solved = torch.cholesky_solve(scaled_targets[:, None], cholesky).squeeze(-1)
+        return s, cholesky, solved
+
+    def posterior(
+        self,
+        X: Tensor,
+        output_indices: list[int] | None = None,
+        observation_noise: bool | Tensor = False,
+        posterior_transform=None,
+        **kwargs,
+    ) -> GPyTorchPosterior:
+        """The RCGP posterior at ``X`` (``batch x q x d`` or ``q x d``) as a ``GPyTorchPosterior``.
+
+        ``observation_noise=True`` adds ``sigma^2`` (the noise of an uncorrupted observation).
+        """
+        if output_indices not in (None, [0]):
+            raise ValueError(f"RobustConjugateGP has one output; got output_indices={output_indices}")
+        s, cholesky, solved = self._factor()
+        train_X = self.train_X.expand(*X.shape[:-2], *self.train_X.shape)
+        cross = self.covar_module(train_X, X).to_dense()  # ... x n x q
+        mean = self.prior_mean + (cross * (s * solved)[:, None]).sum(-2)
+        projected = torch.linalg.solve_triangular(cholesky, s[:, None] * cross, upper=False)
+        covariance = self.covar_module(X).to_dense() - projected.transpose(-1, -2) @ projected
+        if observation_noise is True:
+            covariance = covariance + self.noise * torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
+        elif isinstance(observation_noise, Tensor):
+            covariance = covariance + torch.diag_embed(observation_noise.squeeze(-1))
+        covariance = covariance + 1e-9 * torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
+        posterior = GPyTorchPosterior(MultivariateNormal(mean, covariance))
+        return posterior_transform(posterior) if posterior_transform is not None else posterior
+
+    def leave_one_out_objective(self) -> Tensor:
+        """RCGP's hyperparameter objective: weighted leave-one-out log predictive density (to maximise).
+
+        ``sum_i (w_i / beta)^2 log N(z_i; mu_-i, v_-i)`` with ``mu_-i``, ``v_-i`` the closed-form
+        leave-one-out predictive of the shifted targets under ``K_w``. The weight ``(w_i/beta)^2 =
+        1 / (1 + r_i^2/c^2)`` makes an outlier's term vanish, so it cannot steer the hyperparameters;
+        infinite observations are left out (their weight is exactly 0).
+        """
+        s, cholesky, solved = self._factor()
+        inverse_diagonal = torch.cholesky_inverse(cholesky).diagonal()
+        kept = s > 0
+        # (z_i - mu_-i)^2 / v_-i = [A^-1 S z]_i^2 / [A^-1]_ii and v_-i = 1 / (s_i^2 [A^-1]_ii).
+        standardized = solved[kept] ** 2 / inverse_diagonal[kept]
+        log_variance = -torch.log(s[kept] ** 2 * inverse_diagonal[kept])
+        log_density = -0.5 * (math.log(2 * math.pi) + log_variance + standardized)
+        return (self.weights()[kept] ** 2 * log_density).sum()
+
+    def fit(self, max_iter: int = 50) -> "RobustConjugateGP":
+        """Fit the kernel hyperparameters and ``sigma^2`` by L-BFGS on :meth:`leave_one_out_objective`."""
+        parameters = [p for p in self.parameters() if p.requires_grad]
+        start = [p.detach().clone() for p in parameters]
+        optimizer = torch.optim.LBFGS(parameters, max_iter=max_iter, line_search_fn="strong_wolfe")
+
+        def closure():
+            optimizer.zero_grad()
+            loss = -self.leave_one_out_objective()
+            loss.backward()
+            return loss
+
+        try:
+            optimizer.step(closure)
+            fitted = all(torch.isfinite(p).all() for p in parameters)
+        except torch.linalg.LinAlgError:  # a step into a numerically singular region
+            fitted = False
+        if not fitted:  # keep the starting values rather than a broken fit
+            with torch.no_grad():
+                for parameter, value in zip(parameters, start, strict=True):
+                    parameter.copy_(value)
+        return self

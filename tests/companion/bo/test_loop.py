@@ -1,0 +1,122 @@
+import json
+import math
+
+import pytest
+import torch
+from botorch.test_functions import Branin
+
+from hf_ext.companion.bo import (
+    RCGPUCB,
+    BayesianOptimization,
+    FrequencyLimitedAdversary,
+    NoCorruption,
+    regret_curves,
+    robust_standardize,
+    ucb_beta,
+)
+
+
+@pytest.mark.parametrize(
+    ("horizon", "exponent", "budget"),
+    [(1, 0.25, 1), (15, 0.25, 1), (16, 0.25, 2), (81, 0.25, 3), (128, 1 / 7, 2), (127, 1 / 7, 1)],
+)
+@pytest.mark.parametrize("placement", ["random", "best"])
+def test_adversary_never_exceeds_its_frequency_budget(horizon, exponent, budget, placement):
+    adversary = FrequencyLimitedAdversary(horizon, magnitude=math.inf, exponent=exponent, placement=placement)
+    assert adversary.budget == budget
+    observed = [adversary.corrupt(t, float(t), best_so_far=t - 1.0) for t in range(horizon)]  # every round a new best
+    assert sum(math.isinf(value) for value in observed) == budget == len(adversary.corrupted_rounds)
+    if placement == "best":
+        assert adversary.corrupted_rounds == list(range(budget))
+
+
+def test_best_placement_only_corrupts_new_incumbents():
+    adversary = FrequencyLimitedAdversary(100, magnitude=1e6, placement="best", direction=-1)
+    assert adversary.corrupt(0, 1.0, best_so_far=2.0) == 1.0
+    assert adversary.corrupt(1, 3.0, best_so_far=2.0) == 3.0 - 1e6
+    assert NoCorruption().corrupt(0, 3.0, best_so_far=2.0) == 3.0
+
+
+def test_regret_curves_by_hand():
+    curves = regret_curves(torch.tensor([1.0, 3.0, 2.0, 4.0]), optimum=4.0, tolerance=1.5)
+    assert curves["simple"].tolist() == [3.0, 1.0, 1.0, 0.0]
+    assert curves["cumulative"].tolist() == [3.0, 4.0, 6.0, 6.0]
+    assert curves["lenient"].tolist() == [3.0, 3.0, 5.0, 5.0]
+    with pytest.raises(ValueError, match="must be finite"):
+        regret_curves(torch.tensor([math.inf]), optimum=0.0)
+
+
+def test_robust_standardize_ignores_infinities():
+    values = torch.tensor([[1.0], [2.0], [3.0], [math.inf], [5.0]])
+    scaled, center, scale = robust_standardize(values)
+    assert center == 2.0 and scale == pytest.approx(1.4826)
+    assert scaled[3].item() == math.inf and scaled[0].item() == pytest.approx(-1 / 1.4826)
+
+
+def test_ucb_beta_grows_with_rounds_and_dimension():
+    assert ucb_beta(10, 2) < ucb_beta(20, 2) < ucb_beta(20, 6)
+    assert ucb_beta(10, 2, scale=1.0) == pytest.approx(5 * ucb_beta(10, 2))
+
+
+def _branin_run(tmp_path, **kwargs):
+    branin = Branin(negate=True)
+    loop = BayesianOptimization(
+        branin, branin.bounds, history_file=tmp_path / "history.jsonl", num_restarts=2, raw_samples=32, **kwargs
+    )
+    return branin, loop
+
+
+@pytest.mark.parametrize(("model", "acquisition"), [("rcgp", "ucb"), ("rcgp", "ts"), ("gp", "ucb"), ("gp", "ts")])
+def test_short_run_under_infinite_corruption_keeps_every_point(tmp_path, model, acquisition):
+    adversary = FrequencyLimitedAdversary(12, magnitude=math.inf, direction=1, placement="random", seed=1)
+    branin, loop = _branin_run(tmp_path, model=model, acquisition=acquisition, adversary=adversary, ts_candidates=64)
+    history = loop.run(12)
+    assert len(history) == 12 and sum(e.corrupted for e in history) == adversary.budget == 1
+    assert all(math.isfinite(e.true) for e in history)
+    lines = (tmp_path / "history.jsonl").read_text().splitlines()
+    assert [json.loads(line)["round"] for line in lines] == list(range(12))
+    assert any(json.loads(line)["observed"] == math.inf for line in lines)
+    points = torch.tensor([e.x for e in history])
+    assert ((points >= branin.bounds[0]) & (points <= branin.bounds[1])).all()
+    regret = regret_curves(torch.tensor([e.true for e in history]), -branin.optimal_value)
+    assert (regret["simple"] >= -1e-6).all()
+
+
+def test_a_raising_objective_keeps_the_history_and_the_loop_resumes(tmp_path):
+    calls = []
+
+    def flaky(x):
+        calls.append(x)
+        if len(calls) == 5:
+            raise OSError("simulator crashed")
+        return -(x - 0.3).pow(2).sum()
+
+    loop = BayesianOptimization(flaky, [[0.0], [1.0]], model="rcgp", history_file=tmp_path / "h.jsonl", n_initial=3)
+    with pytest.raises(RuntimeError, match=r"raised at round 4 .* 4 evaluations so far are in .*h.jsonl"):
+        loop.run(8)
+    assert len((tmp_path / "h.jsonl").read_text().splitlines()) == 4
+    resumed = RCGPUCB(flaky, [[0.0], [1.0]], variant="adaptive", history_file=tmp_path / "h.jsonl", n_initial=3)
+    assert len(resumed.history) == 4
+    assert len(resumed.run(7)) == 7 and len((tmp_path / "h.jsonl").read_text().splitlines()) == 7
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"bounds": [[0.0, 1.0], [1.0, 1.0]]}, "lower < upper"),
+        ({"bounds": [0.0, 1.0]}, "`bounds` must be 2 x d"),
+        ({"bounds": [[0.0], [1.0]]}, "`bounds` has 1 dimensions but the objective takes 2"),
+        ({"model": "tree"}, r"`model` must be one of \['gp', 'rcgp', 'relevance_pursuit'\]"),
+        ({"acquisition": "ei"}, r"`acquisition` must be one of \['ucb', 'ts'\]"),
+    ],
+)
+def test_bad_input_names_the_field(kwargs, message):
+    branin = Branin(negate=True)
+    with pytest.raises(ValueError, match=message):
+        BayesianOptimization(**{"objective": branin, "bounds": branin.bounds} | kwargs)
+
+
+def test_a_nan_objective_value_is_refused(tmp_path):
+    loop = BayesianOptimization(lambda x: float("nan"), [[0.0], [1.0]], history_file=tmp_path / "h.jsonl")
+    with pytest.raises(ValueError, match="returned NaN at round 0"):
+        loop.run(2)

@@ -1,0 +1,138 @@
+import math
+
+import pytest
+import torch
+from botorch.acquisition import UpperConfidenceBound
+from botorch.optim import optimize_acqf
+
+from hf_ext.companion.bo import RobustConjugateGP, adaptive_threshold
+
+C = 1.5
+
+
+def _data(n=12, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 2, generator=generator, dtype=torch.float64)
+    Y = torch.sin(5 * X[:, :1]) + 0.1 * torch.randn(n, 1, generator=generator, dtype=torch.float64)
+    Y[2] += 4.0  # a moderate outlier: down-weighted, not removed
+    return X, Y
+
+
+def _model(X, Y, c=C):
+    model = RobustConjugateGP(X, Y, c=c, prior_mean=0.1, noise=0.05)
+    model.covar_module.base_kernel.lengthscale = torch.tensor([[0.3, 0.6]])
+    model.covar_module.outputscale = 0.8
+    return model
+
+
+def _paper_posterior(model, X_test):
+    """RCGP's formulas as written: w, J_w = sigma^2/2 w^-2, K_w = K + sigma^2 J_w, m_w = m + sigma^2 d/dy log w^2."""
+    sigma2 = model.noise.detach()
+    beta = (sigma2 / 2).sqrt()
+    residual = model.train_Y.squeeze(-1) - model.prior_mean
+    w = beta * (1 + residual**2 / model.c**2) ** -0.5
+    K = model.covar_module(model.train_X).to_dense().detach()
+    K_w = K + sigma2 * torch.diag(sigma2 / 2 * w**-2)
+    m_w = model.prior_mean + sigma2 * (-2 * residual / (model.c**2 + residual**2))
+    k = model.covar_module(model.train_X, X_test).to_dense().detach()
+    mean = model.prior_mean + k.T @ torch.linalg.solve(K_w, model.train_Y.squeeze(-1) - m_w)
+    covariance = model.covar_module(X_test).to_dense().detach() - k.T @ torch.linalg.solve(K_w, k)
+    return mean, covariance
+
+
+def test_posterior_matches_the_dense_formulas():
+    X, Y = _data()
+    model = _model(X, Y)
+    X_test = torch.rand(7, 2, dtype=torch.float64)
+    posterior = model.posterior(X_test)
+    mean, covariance = _paper_posterior(model, X_test)
+    torch.testing.assert_close(posterior.mean.squeeze(-1).detach(), mean)
+    torch.testing.assert_close(posterior.mvn.covariance_matrix.detach(), covariance, atol=1e-8, rtol=1e-6)
+
+
+@pytest.mark.parametrize("outlier", [math.inf, -math.inf, 1e300])
+def test_an_infinite_outlier_has_no_influence_and_no_nan(outlier):
+    X, Y = _data()
+    X_test = torch.rand(5, 2, dtype=torch.float64)
+    clean = _model(X, Y).posterior(X_test)
+    corrupted_model = _model(
+        torch.cat([X, torch.rand(1, 2, dtype=torch.float64)]),
+        torch.cat([Y, torch.tensor([[outlier]], dtype=torch.float64)]),
+    )
+    corrupted = corrupted_model.posterior(X_test)
+    assert corrupted_model.weights()[-1] == pytest.approx(0, abs=1e-290)
+    assert torch.isfinite(corrupted.mean).all() and torch.isfinite(corrupted.variance).all()
+    torch.testing.assert_close(corrupted.mean, clean.mean)
+    torch.testing.assert_close(corrupted.variance, clean.variance)
+    assert math.isfinite(corrupted_model.leave_one_out_objective().item())
+
+
+def test_huge_c_is_the_standard_gp_with_noise_sigma_squared():
+    X, Y = _data()
+    model = _model(X, Y, c=1e9)
+    X_test = torch.rand(6, 2, dtype=torch.float64)
+    K = model.covar_module(X).to_dense().detach() + model.noise.detach() * torch.eye(len(X), dtype=torch.float64)
+    k = model.covar_module(X, X_test).to_dense().detach()
+    mean = model.prior_mean + k.T @ torch.linalg.solve(K, Y.squeeze(-1) - model.prior_mean)
+    variance = model.covar_module(X_test).to_dense().detach().diagonal() - (k * torch.linalg.solve(K, k)).sum(0)
+    posterior = model.posterior(X_test)
+    torch.testing.assert_close(posterior.mean.squeeze(-1).detach(), mean)
+    torch.testing.assert_close(posterior.variance.squeeze(-1).detach(), variance, atol=1e-8, rtol=1e-6)
+
+
+def test_leave_one_out_objective_equals_refitting_without_each_point():
+    X, Y = _data(n=9)
+    model = _model(X, Y)
+    sigma2 = model.noise.detach()
+    residual = Y.squeeze(-1) - model.prior_mean
+    noise = sigma2 * (1 + residual**2 / model.c**2)
+    targets = residual * (1 + 2 * sigma2 / (model.c**2 + residual**2))
+    K_w = model.covar_module(X).to_dense().detach() + torch.diag(noise)
+    total = 0.0
+    for i in range(len(X)):
+        rest = [j for j in range(len(X)) if j != i]
+        solve = torch.linalg.solve(K_w[rest][:, rest], torch.stack([targets[rest], K_w[rest, i]], dim=1))
+        mean = K_w[i, rest] @ solve[:, 0]
+        variance = K_w[i, i] - K_w[i, rest] @ solve[:, 1]
+        log_density = torch.distributions.Normal(mean, variance.sqrt()).log_prob(targets[i])
+        total += (1 + residual[i] ** 2 / model.c**2) ** -1 * log_density
+    assert model.leave_one_out_objective().item() == pytest.approx(total.item(), rel=1e-8)
+
+
+def test_fit_improves_the_objective_and_works_with_botorch_acquisitions():
+    X, Y = _data(n=20)
+    Y[5] = math.inf
+    model = RobustConjugateGP(X, Y, c=C)
+    before = model.leave_one_out_objective().item()
+    model.fit()
+    assert model.leave_one_out_objective().item() > before
+    acquisition = UpperConfidenceBound(model, beta=4.0)
+    values = acquisition(torch.rand(10, 1, 2, dtype=torch.float64))
+    assert values.shape == (10,) and torch.isfinite(values).all()
+    bounds = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    candidate, _ = optimize_acqf(acquisition, bounds, q=1, num_restarts=2, raw_samples=32)
+    assert candidate.shape == (1, 2) and ((candidate >= 0) & (candidate <= 1)).all()
+
+
+def test_adaptive_threshold_is_a_quantile_of_the_residuals_and_stays_finite():
+    residuals = torch.arange(1.0, 101.0)
+    assert adaptive_threshold(residuals, epsilon=0.05) == 95.0
+    assert adaptive_threshold(torch.tensor([1.0, -2.0, math.inf, math.inf]), epsilon=0.05) == 2.0
+    X, Y = _data()
+    assert RobustConjugateGP(X, Y).c == adaptive_threshold(Y.squeeze(-1) - Y.median())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"train_Y": torch.tensor([[float("nan")]] * 12, dtype=torch.float64)}, "must not contain NaN"),
+        ({"train_Y": torch.zeros(12, dtype=torch.float64)}, "`train_Y` n x 1"),
+        ({"c": 0.0}, "`c` must be a finite positive number or None"),
+        ({"c": math.inf}, "`c` must be a finite positive number or None"),
+        ({"epsilon": 1.0}, r"`epsilon` must be in \(0, 1\)"),
+    ],
+)
+def test_bad_input_names_the_field(kwargs, message):
+    X, Y = _data()
+    with pytest.raises(ValueError, match=message):
+        RobustConjugateGP(**{"train_X": X, "train_Y": Y} | kwargs)

@@ -100,3 +100,37 @@ def plot_labelled_points(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_bands(
+    panels: Mapping[str, Mapping[str, Sequence[Sequence[float]]]],
+    path: str | Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    ncols: int = 3,
+) -> Path:
+    """A grid of panels; in each, every series' runs (one list per seed) as a mean line with a +-1 std band."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.5 * ncols, 3.5 * nrows), squeeze=False)
+    for ax, (panel, series) in zip(axes.flat[: len(panels)], panels.items(), strict=True):
+        for name, runs in series.items():
+            values = np.asarray(runs, dtype=float)
+            mean, std = values.mean(0), values.std(0)
+            steps = np.arange(1, values.shape[1] + 1)
+            ax.plot(steps, mean, label=name)
+            ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
+        ax.set_title(panel, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

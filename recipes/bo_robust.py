@@ -99,7 +99,6 @@ def _magnitude(corruption: str) -> float:
 
 def run_one(args: BORobustArguments, objective_name: str, corruption: str, method: str, seed: int) -> dict:
     """One BO run (resumed from its history file if there is one); its per-round true values and corruptions."""
-    torch.set_num_threads(1)
     objective = OBJECTIVES[objective_name]()
     adversary = None
     if corruption != "none":
@@ -227,7 +226,8 @@ def main(argv: list[str] | None = None) -> dict:
         for seed in args.seeds
     ]
     if args.workers > 1:
-        with ProcessPoolExecutor(args.workers) as pool:
+        # One thread per process: the matrices are small, and threads would only contend for the cores.
+        with ProcessPoolExecutor(args.workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
             runs = list(pool.map(run_one, *zip(*jobs, strict=True)))
     else:
         runs = [run_one(*job) for job in jobs]

@@ -15,6 +15,8 @@ PLACEMENTS = ("random", "best")
 class NoCorruption:
     """Observations are the objective's values."""
 
+    corrupted_rounds: list[int] = field(default_factory=list, init=False)
+
     def corrupt(self, round_index: int, value: float, best_so_far: float) -> float:
         return value
 

@@ -130,6 +130,8 @@ class BayesianOptimization:
         self.num_restarts, self.raw_samples, self.ts_candidates = num_restarts, raw_samples, ts_candidates
         self.history_file = None if history_file is None else Path(history_file)
         self.history: list[Evaluation] = self._load_history()
+        # A resumed run's corruptions count against the adversary's budget.
+        self.adversary.corrupted_rounds.extend(e.round for e in self.history if e.corrupted)
         self._initial = SobolEngine(self.dim, scramble=True, seed=seed).draw(self.n_initial, dtype=torch.float64)
         self.model = None
 

@@ -100,6 +100,24 @@ def test_a_raising_objective_keeps_the_history_and_the_loop_resumes(tmp_path):
     assert len(resumed.run(7)) == 7 and len((tmp_path / "h.jsonl").read_text().splitlines()) == 7
 
 
+def test_a_resumed_run_does_not_get_a_fresh_corruption_budget(tmp_path):
+    calls = []
+
+    def ever_better(x):  # every evaluation is a new incumbent: the "best" adversary wants them all
+        calls.append(x)
+        return float(len(calls))
+
+    def make_loop():
+        adversary = FrequencyLimitedAdversary(20, magnitude=math.inf, placement="best")
+        return BayesianOptimization(
+            ever_better, [[0.0], [1.0]], n_initial=20, adversary=adversary, history_file=tmp_path / "h.jsonl"
+        )
+
+    make_loop().run(10)
+    history = make_loop().run(20)
+    assert [e.round for e in history if e.corrupted] == [0, 1]  # floor(20 ** (1/4)) = 2, spent before the resume
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

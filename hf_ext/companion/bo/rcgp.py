@@ -22,7 +22,8 @@ from botorch.models.model import Model
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from gpytorch.constraints import Interval
 from gpytorch.distributions import MultivariateNormal
-from gpytorch.kernels import MaternKernel, ScaleKernel
+from gpytorch.kernels import MaternKernel
+from gpytorch.priors import LogNormalPrior
 from torch import Tensor, nn
 
 
@@ -41,12 +42,18 @@ def adaptive_threshold(residuals: Tensor, epsilon: float = 0.05) -> float:
     return c if c > 0 else 1.0
 
 
-def _default_kernel(dim: int) -> ScaleKernel:
-    """Matern-5/2 with one lengthscale per input (inputs scaled to the unit cube) and an output scale."""
-    base = MaternKernel(nu=2.5, ard_num_dims=dim, lengthscale_constraint=Interval(5e-3, 4.0))
-    kernel = ScaleKernel(base, outputscale_constraint=Interval(5e-2, 20.0))
-    kernel.base_kernel.lengthscale = 0.3
-    kernel.outputscale = 1.0
+def _default_kernel(dim: int) -> MaternKernel:
+    """Matern-5/2 with one lengthscale per input, as BoTorch's ``SingleTaskGP`` sets it up.
+
+    Inputs are in the unit cube and outputs on a robust unit scale, so like BoTorch the output
+    scale is fixed at 1 and the lengthscales carry its dimension-scaled log-normal prior, which
+    keeps the fit away from tiny lengthscales on few points.
+    """
+    prior = LogNormalPrior(loc=math.sqrt(2) + 0.5 * math.log(dim), scale=math.sqrt(3))
+    kernel = MaternKernel(
+        nu=2.5, ard_num_dims=dim, lengthscale_prior=prior, lengthscale_constraint=Interval(5e-3, 10.0)
+    )
+    kernel.lengthscale = prior.mode.clamp(max=5.0)
     return kernel
 
 
@@ -60,9 +67,9 @@ class RobustConjugateGP(Model):
             :func:`adaptive_threshold` of the residuals (the adaptive variant).
         epsilon: share of residuals allowed above the adaptive threshold.
         prior_mean: the constant prior mean ``m``; ``None`` takes the median of the finite observations.
-        noise: initial ``sigma^2`` (fitted by :meth:`fit`, kept in ``[1e-6, 1]``: put ``train_Y`` on a
+        noise: initial ``sigma^2`` (fitted by :meth:`fit`, kept in ``[1e-4, 1]``: put ``train_Y`` on a
             unit scale first, robustly, e.g. by :func:`hf_ext.companion.bo.robust_standardize`).
-        covar_module: a GPyTorch kernel; default Matern-5/2 ARD with an output scale.
+        covar_module: a GPyTorch kernel; default Matern-5/2 ARD with BoTorch's lengthscale prior.
     """
 
     num_outputs = 1
@@ -98,7 +105,7 @@ class RobustConjugateGP(Model):
         self.c = adaptive_threshold(residuals, epsilon) if c is None else c
         self.covar_module = covar_module if covar_module is not None else _default_kernel(train_X.shape[-1])
         self.covar_module.to(train_X)
-        self.noise_constraint = Interval(1e-6, 1.0)
+        self.noise_constraint = Interval(1e-4, 1.0)
         self.raw_noise = nn.Parameter(torch.zeros((), dtype=train_X.dtype, device=train_X.device))
         self.noise = noise
 
@@ -185,15 +192,22 @@ class RobustConjugateGP(Model):
         log_density = -0.5 * (math.log(2 * math.pi) + log_variance + standardized)
         return (self.weights()[kept] ** 2 * log_density).sum()
 
+    def log_prior(self) -> Tensor:
+        """Log-density of the kernel's hyperparameter priors (GPyTorch ``named_priors``), 0 without any."""
+        total = torch.zeros((), dtype=self.train_X.dtype, device=self.train_X.device)
+        for _, module, prior, closure, _ in self.covar_module.named_priors():
+            total = total + prior.log_prob(closure(module)).sum()
+        return total
+
     def fit(self, max_iter: int = 50) -> "RobustConjugateGP":
-        """Fit the kernel hyperparameters and ``sigma^2`` by L-BFGS on :meth:`leave_one_out_objective`."""
+        """Fit the kernel hyperparameters and ``sigma^2`` by L-BFGS: leave-one-out objective plus :meth:`log_prior`."""
         parameters = [p for p in self.parameters() if p.requires_grad]
         start = [p.detach().clone() for p in parameters]
         optimizer = torch.optim.LBFGS(parameters, max_iter=max_iter, line_search_fn="strong_wolfe")
 
         def closure():
             optimizer.zero_grad()
-            loss = -self.leave_one_out_objective()
+            loss = -(self.leave_one_out_objective() + self.log_prior())
             loss.backward()
             return loss
 

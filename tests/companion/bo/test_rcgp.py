@@ -4,6 +4,7 @@ import pytest
 import torch
 from botorch.acquisition import UpperConfidenceBound
 from botorch.optim import optimize_acqf
+from gpytorch.kernels import MaternKernel, ScaleKernel
 
 from hf_ext.companion.bo import RobustConjugateGP, adaptive_threshold
 
@@ -19,7 +20,8 @@ def _data(n=12, seed=0):
 
 
 def _model(X, Y, c=C):
-    model = RobustConjugateGP(X, Y, c=c, prior_mean=0.1, noise=0.05)
+    kernel = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=2))  # any GPyTorch kernel
+    model = RobustConjugateGP(X, Y, c=c, prior_mean=0.1, noise=0.05, covar_module=kernel)
     model.covar_module.base_kernel.lengthscale = torch.tensor([[0.3, 0.6]])
     model.covar_module.outputscale = 0.8
     return model

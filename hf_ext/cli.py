@@ -50,13 +50,16 @@ def env_report() -> dict[str, str]:
 
 
 def overrides_to_flags(overrides: list[str]) -> list[str]:
-    """``["lr=1e-4", "model=tiny"]`` -> ``["--lr", "1e-4", "--model", "tiny"]``."""
+    """``["lr=1e-4", "seeds=0 1"]`` -> ``["--lr", "1e-4", "--seeds", "0", "1"]``.
+
+    A value with spaces gives the flag several values, which is how list fields are set.
+    """
     flags = []
     for override in overrides:
         key, sep, value = override.partition("=")
         if not sep or not key or key.startswith("-"):
             raise ValueError(f"overrides must look like key=value, got {override!r}")
-        flags += [f"--{key}", value]
+        flags += [f"--{key}", *value.split()]
     return flags
 
 

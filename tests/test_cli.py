@@ -27,6 +27,16 @@ def test_run_builds_an_accelerate_launch_command_with_the_default_config():
     assert command[-4:] == ["--model", "tiny", "--learning_rate", "1e-4"]
 
 
+def test_a_value_with_spaces_sets_a_list_field():
+    assert cli.overrides_to_flags(["weight_decays=0.0 1.0", "seed=1"]) == [
+        "--weight_decays",
+        "0.0",
+        "1.0",
+        "--seed",
+        "1",
+    ]
+
+
 def test_config_may_name_a_shipped_config():
     command = cli.launch_command("dpo_regularized", "simpo_regularized", [], None)
     assert command[command.index("--config") + 1].endswith("configs/simpo_regularized.yaml")

@@ -97,3 +97,11 @@ def test_held_out_arithmetic_must_not_be_all_seen():
     script_args = PlasticityArguments(arithmetic_difficulty=1, arithmetic_train=2000)
     with pytest.raises(ValueError, match="every held-out arithmetic problem at difficulty 1"):
         downstream_data(stdlib_bpe_tokenizer(script_args.vocab_size), script_args, seed=0)
+
+
+@pytest.mark.slow
+def test_quick_sweep_on_two_cpu_processes(tmp_path, run_on_two_processes):
+    stdout = run_on_two_processes("wd_plasticity", ["quick=true", "weight_decays=0.0 1.0"])
+    assert stdout.count("weight decay 1: base val loss") == 1
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert [row["weight_decay"] for row in rows] == [0.0, 1.0]

@@ -90,6 +90,12 @@ class BORobustArguments:
             raise ValueError(f"`seeds` must not be empty and `rounds` must be >= 2, got {self.seeds}, {self.rounds}")
 
 
+def objective_and_optimum(name: str):
+    """The maximised BoTorch test function and its maximum (``optimal_value`` already accounts for ``negate``)."""
+    objective = OBJECTIVES[name]()
+    return objective, objective.optimal_value
+
+
 def _magnitude(corruption: str) -> float:
     try:
         return float(corruption)
@@ -99,7 +105,7 @@ def _magnitude(corruption: str) -> float:
 
 def run_one(args: BORobustArguments, objective_name: str, corruption: str, method: str, seed: int) -> dict:
     """One BO run (resumed from its history file if there is one); its per-round true values and corruptions."""
-    objective = OBJECTIVES[objective_name]()
+    objective, optimum = objective_and_optimum(objective_name)
     adversary = None
     if corruption != "none":
         adversary = FrequencyLimitedAdversary(
@@ -128,7 +134,7 @@ def run_one(args: BORobustArguments, objective_name: str, corruption: str, metho
         "true": [e.true for e in history],
         "observed": [e.observed for e in history],
         "corrupted": [e.corrupted for e in history],
-        "optimum": -objective.optimal_value if objective.negate else objective.optimal_value,
+        "optimum": optimum,
     }
 
 

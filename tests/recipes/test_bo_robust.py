@@ -3,7 +3,8 @@ import json
 import math
 
 import pytest
-from hf_ext.recipes.bo_robust import BORobustArguments, main
+import torch
+from hf_ext.recipes.bo_robust import OBJECTIVES, BORobustArguments, main, objective_and_optimum
 
 from hf_ext.cli import recipes_dir
 
@@ -29,6 +30,18 @@ def test_quick_run_writes_csv_json_png_and_histories(tmp_path, capsys):
     history = tmp_path / "histories" / "branin" / "inf" / "rcgp_ucb_stable" / "seed_0.jsonl"
     assert len(history.read_text().splitlines()) == 10
     assert "branin / corruption inf: final cumulative regret gp_ucb" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(OBJECTIVES))
+def test_regret_is_measured_from_the_true_maximum(name):
+    objective, optimum = objective_and_optimum(name)
+    assert objective(objective.optimizers).max().item() == pytest.approx(optimum, abs=1e-4)
+    assert (
+        objective(
+            torch.rand(256, objective.dim) * (objective.bounds[1] - objective.bounds[0]) + objective.bounds[0]
+        ).max()
+        <= optimum
+    )
 
 
 def test_a_rerun_resumes_from_the_histories(tmp_path):

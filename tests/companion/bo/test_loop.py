@@ -66,7 +66,16 @@ def _branin_run(tmp_path, **kwargs):
     return branin, loop
 
 
-@pytest.mark.parametrize(("model", "acquisition"), [("rcgp", "ucb"), ("rcgp", "ts"), ("gp", "ucb"), ("gp", "ts")])
+@pytest.mark.parametrize(
+    ("model", "acquisition"),
+    [
+        ("rcgp", "ucb"),
+        ("rcgp", "ts"),
+        ("gp", "ucb"),
+        ("gp", "ts"),
+        pytest.param("relevance_pursuit", "ucb", marks=pytest.mark.slow),  # seconds per fit
+    ],
+)
 def test_short_run_under_infinite_corruption_keeps_every_point(tmp_path, model, acquisition):
     adversary = FrequencyLimitedAdversary(12, magnitude=math.inf, direction=1, placement="random", seed=1)
     branin, loop = _branin_run(tmp_path, model=model, acquisition=acquisition, adversary=adversary, ts_candidates=64)

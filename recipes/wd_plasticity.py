@@ -1,6 +1,6 @@
 """Pretrain a small Llama at several weight decays, then fine-tune each base on two downstream tasks.
 
-    hf-ext run wd_plasticity                                  # shipped config, ~20 min on 2 CPU cores
+    hf-ext run wd_plasticity                                  # shipped config, ~15 min on 2 CPU cores
     hf-ext run wd_plasticity weight_decays="0.0 1.0" seed=1
     hf-ext run wd_plasticity quick=true                       # seconds: the end-to-end check
 

@@ -18,6 +18,7 @@ standard deviation) to ``output_dir``.
 import csv
 import math
 import statistics
+from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -154,65 +155,47 @@ def _rows(run: dict, tolerance: float) -> list[dict]:
     ]
 
 
+def _runs_by_setting(rows: list[dict]) -> dict[tuple[str, str, str], dict[int, list[dict]]]:
+    """Rows grouped by (objective, corruption, method), then by seed, in round order."""
+    grouped: dict[tuple[str, str, str], dict[int, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        grouped[row["objective"], row["corruption"], row["method"]][row["seed"]].append(row)
+    return grouped
+
+
 def summarize(rows: list[dict], args: BORobustArguments) -> dict:
     """Final regrets per (objective, corruption, method): mean and std over seeds, and the judged ratios."""
-    final = [row for row in rows if row["round"] == args.rounds - 1]
     summary = {}
-    for objective in args.objectives:
-        for corruption in args.corruptions:
-            for method in args.methods:
-                chosen = [
-                    r
-                    for r in final
-                    if (r["objective"], r["corruption"], r["method"]) == (objective, corruption, method)
-                ]
-                for regret in ("cumulative", "simple", "lenient"):
-                    values = [r[f"{regret}_regret"] for r in chosen]
-                    name = f"{objective}/{corruption}/{method}/{regret}"
-                    summary[name] = statistics.fmean(values)
-                    summary[f"{name}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+    for (objective, corruption, method), runs in _runs_by_setting(rows).items():
+        for regret in ("cumulative", "simple", "lenient"):
+            values = [run[-1][f"{regret}_regret"] for run in runs.values()]
+            name = f"{objective}/{corruption}/{method}/{regret}"
+            summary[name] = statistics.fmean(values)
+            summary[f"{name}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
     for objective in args.objectives:
         for method in args.methods:
             clean = summary.get(f"{objective}/none/{method}/cumulative")
             for corruption in args.corruptions:
                 if corruption != "none" and clean:
-                    summary[f"{objective}/{corruption}/{method}/over_clean"] = (
-                        summary[f"{objective}/{corruption}/{method}/cumulative"] / clean
-                    )
+                    corrupted = summary[f"{objective}/{corruption}/{method}/cumulative"]
+                    summary[f"{objective}/{corruption}/{method}/over_clean"] = corrupted / clean
+        gp_ucb = summary.get(f"{objective}/none/gp_ucb/cumulative")
         for method in ("rcgp_ucb_stable", "rcgp_ucb_adaptive"):
-            gp = summary.get(f"{objective}/none/gp_ucb/cumulative")
-            if gp and f"{objective}/none/{method}/cumulative" in summary:
+            if gp_ucb and f"{objective}/none/{method}/cumulative" in summary:
                 summary[f"{objective}/none/{method}/over_gp_ucb"] = (
-                    summary[f"{objective}/none/{method}/cumulative"] / gp
+                    summary[f"{objective}/none/{method}/cumulative"] / gp_ucb
                 )
     return summary
 
 
 def plot_regret(rows: list[dict], args: BORobustArguments, path: Path) -> Path:
-    panels = {}
-    for objective in args.objectives:
-        for corruption in args.corruptions:
-            series = {}
-            for method in args.methods:
-                per_seed = [
-                    [
-                        r["cumulative_regret"]
-                        for r in rows
-                        if (r["objective"], r["corruption"], r["method"], r["seed"])
-                        == (objective, corruption, method, seed)
-                    ]
-                    for seed in args.seeds
-                ]
-                series[method] = per_seed
-            panels[f"{objective}, corruption {corruption}"] = series
-    return plot_bands(
-        panels,
-        path,
-        "Cumulative regret (mean +- std over seeds)",
-        "round",
-        "cumulative regret",
-        ncols=len(args.corruptions),
-    )
+    """One panel per (objective, corruption): each method's cumulative regret, mean +- std over seeds."""
+    panels: dict[str, dict[str, list[list[float]]]] = defaultdict(dict)
+    for (objective, corruption, method), runs in _runs_by_setting(rows).items():
+        curves = [[row["cumulative_regret"] for row in run] for run in runs.values()]
+        panels[f"{objective}, corruption {corruption}"][method] = curves
+    title = "Cumulative regret (mean +- std over seeds)"
+    return plot_bands(panels, path, title, "round", "cumulative regret", ncols=len(args.corruptions))
 
 
 def parse_args(argv: list[str] | None) -> BORobustArguments:

@@ -123,6 +123,14 @@ def _check_identical(blocks: Sequence[nn.Module]) -> None:
             )
 
 
+def _delegated(name: str) -> property:
+    """A read-write attribute that lives on ``self.base_optimizer`` (it stays in step after its ``load_state_dict``)."""
+    return property(
+        lambda self: getattr(self.base_optimizer, name),
+        lambda self, value: setattr(self.base_optimizer, name, value),
+    )
+
+
 class GradientSmoothing(torch.optim.Optimizer):
     """Wraps ``base_optimizer``; after (or before) its step, smooths each block role's update across depth.
 
@@ -192,29 +200,9 @@ class GradientSmoothing(torch.optim.Optimizer):
         return roles
 
     # The base optimizer's groups and state are this optimizer's (schedulers, checkpoints, resume).
-    @property
-    def param_groups(self):
-        return self.base_optimizer.param_groups
-
-    @param_groups.setter
-    def param_groups(self, value):
-        self.base_optimizer.param_groups = value
-
-    @property
-    def state(self):
-        return self.base_optimizer.state
-
-    @state.setter
-    def state(self, value):
-        self.base_optimizer.state = value
-
-    @property
-    def defaults(self):
-        return self.base_optimizer.defaults
-
-    @defaults.setter
-    def defaults(self, value):
-        self.base_optimizer.defaults = value
+    param_groups = _delegated("param_groups")
+    state = _delegated("state")
+    defaults = _delegated("defaults")
 
     def state_dict(self):
         return self.base_optimizer.state_dict()

@@ -20,10 +20,6 @@ class NoCorruption:
     def corrupt(self, round_index: int, value: float, best_so_far: float) -> float:
         return value
 
-    @property
-    def budget(self) -> int:
-        return 0
-
 
 @dataclass
 class FrequencyLimitedAdversary:

@@ -196,19 +196,15 @@ class BayesianOptimization:
 
     def _evaluate(self, x: Tensor) -> float:
         round_index = len(self.history)
+        kept = f"the {round_index} evaluations so far are in {self.history_file or 'BayesianOptimization.history'}"
         try:
             value = self.objective(self._from_unit(x))
             value = float(value.reshape(-1)[0]) if isinstance(value, Tensor) else float(value)
         except Exception as error:
-            raise RuntimeError(
-                f"the objective raised at round {round_index} (x = {self._from_unit(x).flatten().tolist()}); "
-                f"the {round_index} evaluations so far are in {self.history_file or 'BayesianOptimization.history'}"
-            ) from error
+            point = self._from_unit(x).flatten().tolist()
+            raise RuntimeError(f"the objective raised at round {round_index} (x = {point}); {kept}") from error
         if math.isnan(value):
-            raise ValueError(
-                f"the objective returned NaN at round {round_index}; the {round_index} evaluations so far are "
-                f"in {self.history_file or 'BayesianOptimization.history'}"
-            )
+            raise ValueError(f"the objective returned NaN at round {round_index}; {kept}")
         return value
 
     def step(self) -> Evaluation:

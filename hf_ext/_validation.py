@@ -1,0 +1,39 @@
+"""Checks shared by every config: a NaN or infinite number is refused by name at construction.
+
+A NaN coefficient passes every ``x < 0`` test and then turns the weights into NaN while the
+logged loss still reads finite, so each config runs :func:`check_finite_fields` first.
+"""
+
+import dataclasses
+import math
+from collections.abc import Iterable
+
+
+def _numbers(value) -> Iterable[float]:
+    if isinstance(value, bool):
+        return ()
+    if isinstance(value, int | float):
+        return (value,)
+    if isinstance(value, list | tuple):
+        return [number for item in value for number in _numbers(item)]
+    return ()
+
+
+def check_finite(owner: str, name: str, value, allow_infinite: bool = False) -> None:
+    """Raise ``ValueError`` naming ``owner``'s field ``name`` if ``value`` (a number or a list of them) is NaN,
+    or infinite unless ``allow_infinite``."""
+    for number in _numbers(value):
+        if math.isnan(number) or (math.isinf(number) and not allow_infinite):
+            allowed = "a number (inf allowed, not NaN)" if allow_infinite else "a finite number"
+            raise ValueError(f"{owner}: `{name}` must be {allowed}, got {value!r}")
+
+
+def check_finite_fields(config, allow_infinite: Iterable[str] = ()) -> None:
+    """Apply :func:`check_finite` to every field of the dataclass instance ``config``.
+
+    ``allow_infinite`` names the fields where ``inf`` means something (an unlimited budget, say).
+    """
+    owner = type(config).__name__
+    allow_infinite = set(allow_infinite)
+    for field in dataclasses.fields(config):
+        check_finite(owner, field.name, getattr(config, field.name), field.name in allow_infinite)

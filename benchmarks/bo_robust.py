@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 
 from _harness import emit, save_json
+
 from hf_ext.recipes.bo_robust import main as run_recipe
 
 METHODS = ["gp_ucb", "rcgp_ucb_stable", "rcgp_ucb_adaptive", "gp_ts", "rcgp_ts"]

@@ -13,6 +13,7 @@ import functools
 import torch
 import torch.nn.functional as F
 from _harness import emit, median_seconds
+
 from hf_ext.kernels import (
     depth_smooth_triton,
     lowrank_perturb_triton_,
@@ -23,7 +24,6 @@ from hf_ext.kernels import (
     triton_available,
     unpack_signs,
 )
-
 from hf_ext.optim import smoothing_matrix
 
 

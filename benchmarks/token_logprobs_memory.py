@@ -15,6 +15,7 @@ import json
 
 import torch
 from _harness import PeakRSS, emit, median_of_isolated_runs, save_json
+
 from hf_ext.kernels import token_logprobs
 
 IMPLEMENTATIONS = ("fused", "eager")

@@ -17,11 +17,11 @@ import statistics
 from pathlib import Path
 
 from _harness import emit, save_json
-from hf_ext.recipes.wd_plasticity import main as run_recipe
-from hf_ext.recipes.wd_plasticity import plot_sweep
 
 from hf_ext.cli import recipes_dir
 from hf_ext.plasticity import format_table
+from hf_ext.recipes.wd_plasticity import main as run_recipe
+from hf_ext.recipes.wd_plasticity import plot_sweep
 
 REPORTED = (
     "base_validation_loss",

@@ -12,10 +12,10 @@ import time
 
 import torch
 from _harness import emit
-from hf_ext.kernels import use_triton
 from transformers import TrainingArguments
 
 from hf_ext.data import stdlib_corpus
+from hf_ext.kernels import use_triton
 from hf_ext.models import load_smollm2
 from hf_ext.zo import AGZOConfig, ZOTrainer
 

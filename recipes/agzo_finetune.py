@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 from accelerate import PartialState
-from hf_ext.recipes._results import write_results
 from transformers import DataCollatorWithPadding, TrainingArguments, set_seed
 from trl import TrlParser
 
 from hf_ext.data import docstring_classification
 from hf_ext.models import load_minilm
 from hf_ext.plotting import loss_curve, plot_curves
+from hf_ext.recipes._results import write_results
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
 
 METHODS = ("agzo", "mezo")

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from accelerate import PartialState
-from hf_ext.recipes._results import write_results
 from trl import TrlParser
 
 from hf_ext.data import stdlib_corpus
@@ -36,6 +35,7 @@ from hf_ext.quant import (
 )
 from hf_ext.quant.binary_linear import INITS
 from hf_ext.quant.schedule import SCHEDULES
+from hf_ext.recipes._results import write_results
 
 
 @dataclass

@@ -25,12 +25,12 @@ from pathlib import Path
 
 import torch
 from botorch.test_functions import Ackley, Branin, Hartmann
-from hf_ext.recipes._results import write_results
 from trl import TrlParser
 
 from hf_ext.companion.bo import BayesianOptimization, FrequencyLimitedAdversary, regret_curves
 from hf_ext.companion.bo.adversary import PLACEMENTS
 from hf_ext.plotting import plot_bands
+from hf_ext.recipes._results import write_results
 
 # method name -> BayesianOptimization settings (c=True: the configured fixed threshold)
 METHODS = {

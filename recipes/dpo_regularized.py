@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelerate import PartialState
-from hf_ext.recipes._results import write_results
-from hf_ext.recipes.token_shift import write_report
 from transformers import set_seed
 from trl import TrlParser
 
@@ -26,6 +24,8 @@ import hf_ext.alignment as alignment
 from hf_ext.data import preference_dataset
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
+from hf_ext.recipes._results import write_results
+from hf_ext.recipes.token_shift import write_report
 
 ALGORITHMS = {
     "dpo": ("RegularizedDPOConfig", "RegularizedDPOTrainer"),

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import torch
 from accelerate import PartialState
-from hf_ext.recipes._results import write_results
 from transformers import set_seed
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
@@ -25,6 +24,7 @@ from hf_ext.data import arithmetic_dataset, arithmetic_reward, final_number_form
 from hf_ext.evaluation import arithmetic_accuracy
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
+from hf_ext.recipes._results import write_results
 from hf_ext.rl import UpdateSparsityCallback, checked_reward, save_sparse_delta
 from hf_ext.rl.presets import LEARNING_RATES, OPTIMIZER_SETTINGS
 

@@ -11,7 +11,6 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from accelerate import PartialState
-from hf_ext.recipes._results import write_results
 from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
 from trl import TrlParser
 
@@ -20,6 +19,7 @@ from hf_ext.data.sft import tokenize_prompt_completion
 from hf_ext.evaluation import arithmetic_accuracy
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
+from hf_ext.recipes._results import write_results
 
 
 @dataclass

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelerate import PartialState
-from hf_ext.recipes._results import write_results
 from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
@@ -38,6 +37,7 @@ from hf_ext.plasticity import (
     format_table,
 )
 from hf_ext.plotting import plot_labelled_points
+from hf_ext.recipes._results import write_results
 
 # quick=true: sizes for an end-to-end run in seconds (tests, a first try on a new machine).
 QUICK_SIZES = {

@@ -1,6 +1,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+
 from hf_ext.kernels import (
     pack_signs,
     pack_signs_reference,

@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from hf_ext.kernels import depth_smooth, depth_smooth_reference, depth_smooth_triton
 from hf_ext.kernels.testing import assert_close_to_reference, kernel_device, triton_runnable
 

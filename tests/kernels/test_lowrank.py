@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from hf_ext.kernels import (
     lowrank_perturb_,
     lowrank_perturb_reference_,

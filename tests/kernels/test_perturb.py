@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from hf_ext.kernels import seeded_perturb_, seeded_perturb_reference_, seeded_perturb_triton_
 from hf_ext.kernels.testing import assert_same_distribution, kernel_device, triton_runnable
 

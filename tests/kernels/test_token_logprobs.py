@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from hf_ext.kernels import token_logprobs, token_logprobs_reference, token_logprobs_triton
 from hf_ext.kernels.testing import assert_close_to_reference, kernel_device, triton_runnable
 

@@ -1,9 +1,9 @@
 import json
 
 import pytest
-from hf_ext.recipes.agzo_finetune import AGZOFinetuneArguments, main
 
 from hf_ext.cli import recipes_dir
+from hf_ext.recipes.agzo_finetune import AGZOFinetuneArguments, main
 
 
 @pytest.mark.slow

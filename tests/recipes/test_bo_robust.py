@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
-from hf_ext.recipes.bo_robust import OBJECTIVES, BORobustArguments, main, objective_and_optimum
 
 from hf_ext.cli import recipes_dir
+from hf_ext.recipes.bo_robust import OBJECTIVES, BORobustArguments, main, objective_and_optimum
 
 
 def _flags(tmp_path, *extra):

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+
 from hf_ext.recipes.sft_arithmetic import main
 
 TINY_RUN = ["model=tiny", "num_train=16", "num_eval=4", "max_new_tokens=3", "per_device_train_batch_size=4"]

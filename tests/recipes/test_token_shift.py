@@ -1,9 +1,9 @@
 import json
 
 import pytest
-from hf_ext.recipes.token_shift import main
 
 from hf_ext.models import tiny_causal_lm
+from hf_ext.recipes.token_shift import main
 
 
 def test_recipe_scores_a_saved_policy_against_its_reference(tmp_path):

@@ -58,8 +58,8 @@ def check_and_store_settings(path: Path, settings: dict[str, Any], resuming: boo
         differences = settings_differences(read_settings(path), settings)
         if differences:
             raise ValueError(
-                f"{run} was written under other settings (stored in {path}): {'; '.join(differences)}. "
-                f"Rerun with the stored settings to resume it, or start fresh: {start_fresh}."
+                f"cannot resume {run} under other settings than those stored in {path}: {'; '.join(differences)}. "
+                f"Rerun with the stored settings to resume, or start fresh: {start_fresh}."
             )
         return
     if resuming:

@@ -31,7 +31,8 @@ def test_resuming_under_other_settings_is_refused_by_field(tmp_path):
     _loop(history, BayesianOptimizationConfig(n_initial=10, c=2.0)).run(3)
     before = history.read_text()
     message = (
-        rf"the history {re.escape(str(history))} was written under other settings .*config\.c: stored 2\.0, now 50\.0; "
+        rf"cannot resume the history {re.escape(str(history))} under other settings .*"
+        r"config\.c: stored 2\.0, now 50\.0; "
         r"adversary\.type: stored 'NoCorruption', now 'FrequencyLimitedAdversary'.*"
         rf"start fresh: pass another `history_file`, or delete {re.escape(str(history))} and .*h\.settings\.json"
     )

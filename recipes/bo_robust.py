@@ -173,8 +173,11 @@ def run_one(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         history = loop.run(args.rounds, callback=lambda evaluation: report_rounds(1))
+    model_warnings: Counter = Counter()
     for warning in caught:
-        if not issubclass(warning.category, MODEL_WARNINGS):
+        if issubclass(warning.category, MODEL_WARNINGS):
+            model_warnings[warning.category.__name__] += 1
+        else:  # not the model-fitting stack's: shown as usual
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     key = {"objective": objective_name, "corruption": corruption, "method": method, "seed": seed}
     return key | {
@@ -182,7 +185,7 @@ def run_one(
         "observed": [e.observed for e in history],
         "corrupted": [e.corrupted for e in history],
         "optimum": optimum,
-        "warnings": dict(Counter(w.category.__name__ for w in caught if issubclass(w.category, MODEL_WARNINGS))),
+        "warnings": dict(model_warnings),
     }
 
 

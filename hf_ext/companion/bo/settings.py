@@ -23,9 +23,13 @@ def _flatten(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def _to_json(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, indent=2, default=repr)  # repr: a user's adversary may hold any object
+
+
 def settings_differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """``"name: stored X, now Y"`` for every (dotted) field whose value differs; ``current`` is compared as JSON."""
-    old, new = _flatten(stored), _flatten(json.loads(json.dumps(current)))
+    old, new = _flatten(stored), _flatten(json.loads(_to_json(current)))
     return [
         f"{name}: stored {old.get(name, _ABSENT)!r}, now {new.get(name, _ABSENT)!r}"
         for name in dict.fromkeys([*new, *old])
@@ -70,5 +74,5 @@ def check_and_store_settings(path: Path, settings: dict[str, Any], resuming: boo
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(settings, indent=2) + "\n")
+    partial.write_text(_to_json(settings) + "\n")
     os.replace(partial, path)  # a killed writer leaves the old file or the new one, never half of one

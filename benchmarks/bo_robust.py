@@ -9,7 +9,9 @@ method's final cumulative regret (mean and standard deviation over seeds), its r
 regret without corruption (target for RCGP-UCB: <= 1.2, while GP-UCB's is many times worse) and
 RCGP-UCB's ratio to GP-UCB's without corruption (target <= 1.1). ``--relevance-pursuit`` adds
 BoTorch's ``RobustRelevancePursuitSingleTaskGP`` with UCB (about 7 s per round on 2 CPU cores).
-About 30 minutes on 2 CPU cores without it. The last line is JSON.
+About 30 minutes on 2 CPU cores without it. A rerun into the same ``--output-dir`` resumes the
+runs when ``--rounds`` is unchanged (more seeds or objectives only add runs) and is refused
+otherwise. The last line is JSON; it also counts the gpytorch/BoTorch warnings raised.
 """
 
 import argparse
@@ -38,6 +40,7 @@ def main() -> None:
     )
     summary = {"seeds": args.seeds, "rounds": args.rounds, "methods": methods}
     summary |= {key: value for key, value in results["summary"].items() if "/simple" not in key}
+    summary["model_warnings"] = results["warnings"]["total"]
     save_json(args.output_dir, "bo_robust", summary)
     emit(summary)
 

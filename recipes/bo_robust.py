@@ -9,30 +9,47 @@ design included). A corruption setting is ``none``, or a magnitude (``1e6``, ``i
 adversary then corrupts ``floor(rounds ** exponent)`` rounds (placed at random, or at new
 incumbents with ``placement=best``) by that magnitude. Regret is measured on the true objective.
 Every run appends its evaluations to ``histories/<objective>/<corruption>/<method>/seed_<s>.jsonl``
-as they happen and a rerun resumes from them. Writes ``regret.csv`` (one row per round),
-``results.json`` (final cumulative regret per setting, mean and standard deviation over seeds,
-and the ratios the method is judged by) and ``regret.png`` (cumulative regret, mean +- one
-standard deviation) to ``output_dir``.
+as they happen and a rerun resumes from them, but only under the same settings: ``settings.json``
+in ``output_dir`` holds the arguments that decide a run's evaluations (and each history has its
+own), and a rerun with others is refused before any work. ``methods``, ``objectives``,
+``corruptions`` and ``seeds`` only choose which runs are made, so they may change between reruns
+(add a seed to a finished study). Writes ``regret.csv`` (one row per round), ``results.json`` (final
+cumulative regret per setting, mean and standard deviation over seeds, the ratios the method is
+judged by, and how many gpytorch/BoTorch warnings each run raised: they are counted, not shown)
+and ``regret.png`` (cumulative regret, mean +- one standard deviation) to ``output_dir``.
 """
 
 import csv
 import math
+import queue
 import statistics
-from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
+from multiprocessing import Manager
 from pathlib import Path
 
 import torch
+from botorch.exceptions.warnings import BotorchWarning
 from botorch.test_functions import Ackley, Branin, Hartmann
+from gpytorch.utils.warnings import GPInputWarning, NumericalWarning
+from tqdm.auto import tqdm
 from trl import TrlParser
 
-from hf_ext.companion.bo import BayesianOptimization, FrequencyLimitedAdversary, regret_curves
+from hf_ext.companion.bo import (
+    BayesianOptimization,
+    BayesianOptimizationConfig,
+    FrequencyLimitedAdversary,
+    regret_curves,
+)
 from hf_ext.companion.bo.adversary import PLACEMENTS
+from hf_ext.companion.bo.settings import check_and_store_settings
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results
 
-# method name -> BayesianOptimization settings (c=True: the configured fixed threshold)
+# method name -> BayesianOptimizationConfig fields (c=True: the configured fixed threshold)
 METHODS = {
     "gp_ucb": {"model": "gp", "acquisition": "ucb"},
     "rcgp_ucb_stable": {"model": "rcgp", "acquisition": "ucb", "c": True},
@@ -47,6 +64,21 @@ OBJECTIVES = {
     "ackley5": lambda: Ackley(dim=5, negate=True),
 }
 QUICK = {"objectives": ["branin"], "seeds": [0], "rounds": 10, "raw_samples": 32, "num_restarts": 2}
+# Arguments that choose which runs are made or how their results are summarised, not what a run evaluates:
+# they may change between reruns into the same output_dir (every other argument must not).
+NOT_RUN_SETTINGS = (
+    "methods",
+    "objectives",
+    "corruptions",
+    "seeds",
+    "lenient_tolerance",
+    "workers",
+    "output_dir",
+    "quick",
+)
+# Warnings of the model-fitting stack (ill-conditioned kernels, jitter, restarts that did not converge): one
+# per fit would bury the output, so each run counts them by category into results.json instead.
+MODEL_WARNINGS = (NumericalWarning, GPInputWarning, BotorchWarning)
 
 
 @dataclass
@@ -104,8 +136,18 @@ def _magnitude(corruption: str) -> float:
         return math.nan
 
 
-def run_one(args: BORobustArguments, objective_name: str, corruption: str, method: str, seed: int) -> dict:
-    """One BO run (resumed from its history file if there is one); its per-round true values and corruptions."""
+def run_one(
+    args: BORobustArguments,
+    objective_name: str,
+    corruption: str,
+    method: str,
+    seed: int,
+    report_rounds: Callable[[int], None] | None = None,
+) -> dict:
+    """One BO run (resumed from its history file if there is one): its per-round values and warning counts.
+
+    ``report_rounds(n)`` is told of rounds as they are done (a resumed run's first report is its history).
+    """
     objective, optimum = objective_and_optimum(objective_name)
     adversary = None
     if corruption != "none":
@@ -115,27 +157,35 @@ def run_one(args: BORobustArguments, objective_name: str, corruption: str, metho
     settings = dict(METHODS[method])
     if settings.get("c") is True:
         settings["c"] = args.c
-    history_file = Path(args.output_dir) / "histories" / objective_name / corruption / method / f"seed_{seed}.jsonl"
-    loop = BayesianOptimization(
-        objective,
-        objective.bounds,
+    config = BayesianOptimizationConfig(
         **settings,
         epsilon=args.epsilon,
-        adversary=adversary,
         beta_scale=args.beta_scale,
-        history_file=history_file,
         seed=seed,
         num_restarts=args.num_restarts,
         raw_samples=args.raw_samples,
         ts_candidates=args.ts_candidates,
     )
-    history = loop.run(args.rounds)
+    history_file = Path(args.output_dir) / "histories" / objective_name / corruption / method / f"seed_{seed}.jsonl"
+    loop = BayesianOptimization(objective, objective.bounds, config, adversary=adversary, history_file=history_file)
+    report_rounds = report_rounds or (lambda rounds: None)
+    report_rounds(len(loop.history))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        history = loop.run(args.rounds, callback=lambda evaluation: report_rounds(1))
+    model_warnings: Counter = Counter()
+    for warning in caught:
+        if issubclass(warning.category, MODEL_WARNINGS):
+            model_warnings[warning.category.__name__] += 1
+        else:  # not the model-fitting stack's: shown as usual
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     key = {"objective": objective_name, "corruption": corruption, "method": method, "seed": seed}
     return key | {
         "true": [e.true for e in history],
         "observed": [e.observed for e in history],
         "corrupted": [e.corrupted for e in history],
         "optimum": optimum,
+        "warnings": dict(model_warnings),
     }
 
 
@@ -205,8 +255,63 @@ def parse_args(argv: list[str] | None) -> BORobustArguments:
     return args
 
 
+def check_resumable(args: BORobustArguments) -> None:
+    """Refuse to resume the runs in ``output_dir`` under other settings (see the module docstring); store them."""
+    out = Path(args.output_dir)
+    check_and_store_settings(
+        out / "settings.json",
+        {name: value for name, value in asdict(args).items() if name not in NOT_RUN_SETTINGS},
+        resuming=any((out / "histories").rglob("*.jsonl")),
+        run=f"the BO runs in {out}",
+        start_fresh=f"pass another output_dir, or delete {out}",
+    )
+
+
+def _drain(rounds_done, bar: tqdm) -> None:
+    while True:
+        try:
+            bar.update(rounds_done.get_nowait())
+        except queue.Empty:
+            return
+
+
+def run_all(jobs: list[tuple], args: BORobustArguments) -> list[dict]:
+    """Every run, ``args.workers`` at a time, under one progress bar of the rounds done across all of them."""
+    with tqdm(total=len(jobs) * args.rounds, desc="bo_robust", unit="round") as bar:
+        if args.workers == 1:
+            return [run_one(*job, bar.update) for job in jobs]
+        # One thread per process: the matrices are small, and threads would only contend for the cores.
+        with (
+            Manager() as manager,
+            ProcessPoolExecutor(args.workers, initializer=torch.set_num_threads, initargs=(1,)) as pool,
+        ):
+            rounds_done = manager.Queue()
+            futures = [pool.submit(run_one, *job, rounds_done.put) for job in jobs]
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                _drain(rounds_done, bar)
+                for future in finished:
+                    if future.exception() is not None:
+                        pool.shutdown(cancel_futures=True)  # fail fast: the queued runs would only delay the error
+                        future.result()
+            return [future.result() for future in futures]
+
+
+def count_warnings(runs: list[dict]) -> dict:
+    """Model-fitting warnings by category: in total, and for each run that raised any (this invocation's rounds)."""
+    total: Counter = Counter()
+    by_run = {}
+    for run in runs:
+        if run["warnings"]:
+            by_run[f"{run['objective']}/{run['corruption']}/{run['method']}/seed_{run['seed']}"] = run["warnings"]
+            total.update(run["warnings"])
+    return {"total": dict(sorted(total.items())), "runs": by_run}
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    check_resumable(args)
     jobs = [
         (args, objective, corruption, method, seed)
         for objective in args.objectives
@@ -214,12 +319,7 @@ def main(argv: list[str] | None = None) -> dict:
         for method in args.methods
         for seed in args.seeds
     ]
-    if args.workers > 1:
-        # One thread per process: the matrices are small, and threads would only contend for the cores.
-        with ProcessPoolExecutor(args.workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
-            runs = list(pool.map(run_one, *zip(*jobs, strict=True)))
-    else:
-        runs = [run_one(*job) for job in jobs]
+    runs = run_all(jobs, args)
     rows = [row for run in runs for row in _rows(run, args.lenient_tolerance)]
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -227,7 +327,7 @@ def main(argv: list[str] | None = None) -> dict:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    results = {"summary": summarize(rows, args), "args": asdict(args)}
+    results = {"summary": summarize(rows, args), "args": asdict(args), "warnings": count_warnings(runs)}
     write_results(out, results)
     plot_regret(rows, args, out / "regret.png")
     for objective in args.objectives:
@@ -236,6 +336,11 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{m} {results['summary'][f'{objective}/{corruption}/{m}/cumulative']:.1f}" for m in args.methods
             )
             print(f"{objective} / corruption {corruption}: final cumulative regret {line}")
+    counted = results["warnings"]
+    if counted["total"]:
+        kinds = ", ".join(f"{count} {name}" for name, count in counted["total"].items())
+        runs_warned = f"{len(counted['runs'])} of {len(runs)} runs"
+        print(f"gpytorch/BoTorch warnings in {runs_warned}: {kinds} (counted in results.json, not shown)")
     print(f"wrote {out / 'regret.csv'}, {out / 'results.json'} and {out / 'regret.png'}")
     return results
 

@@ -1,6 +1,7 @@
 import csv
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ def _flags(tmp_path, *extra):
     return ["--config", config, "--quick", "true", "--output_dir", str(tmp_path), *extra]
 
 
-def test_quick_run_writes_csv_json_png_and_histories(tmp_path, capsys):
+def test_quick_run_writes_csv_json_png_and_histories(tmp_path, capfd):
     flags = _flags(tmp_path, "--methods", "gp_ucb", "rcgp_ucb_stable", "--corruptions", "none", "inf", "--workers", "1")
     results = main(flags)
     with (tmp_path / "regret.csv").open() as handle:
@@ -29,7 +30,9 @@ def test_quick_run_writes_csv_json_png_and_histories(tmp_path, capsys):
     assert (tmp_path / "regret.png").stat().st_size > 1000
     history = tmp_path / "histories" / "branin" / "inf" / "rcgp_ucb_stable" / "seed_0.jsonl"
     assert len(history.read_text().splitlines()) == 10
-    assert "branin / corruption inf: final cumulative regret gp_ucb" in capsys.readouterr().out
+    out, err = capfd.readouterr()
+    assert "branin / corruption inf: final cumulative regret gp_ucb" in out
+    assert "bo_robust: 100%" in err and "40/40" in err  # the progress bar counts rounds over all runs
 
 
 @pytest.mark.parametrize("name", list(OBJECTIVES))
@@ -64,3 +67,39 @@ def test_a_rerun_resumes_from_the_histories(tmp_path):
 def test_bad_arguments_name_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
         BORobustArguments(**kwargs)
+
+
+def test_model_warnings_are_counted_not_shown_and_progress_spans_the_workers(tmp_path, capfd):
+    results = main(_flags(tmp_path, "--methods", "gp_ts", "rcgp_ts", "--corruptions", "none", "--workers", "2"))
+    out, err = capfd.readouterr()
+    assert "20/20" in err  # rounds done in both worker processes
+    assert "NumericalWarning" not in err
+    counted = results["warnings"]
+    assert counted["total"]["NumericalWarning"] == sum(run["NumericalWarning"] for run in counted["runs"].values()) > 0
+    assert "branin/none/gp_ts/seed_0" in counted["runs"]
+    assert json.loads((tmp_path / "results.json").read_text())["warnings"] == counted
+    assert f"gpytorch/BoTorch warnings in {len(counted['runs'])} of 2 runs" in out
+
+
+def test_a_rerun_with_other_settings_is_refused_and_one_with_the_same_resumes(tmp_path):
+    # The user's report: rounds=10 c=50 into the output_dir of a longer c=2 run reused the old histories.
+    # Six rounds are all Sobol points on Branin (no model fit): fast.
+    def run(rounds="6", c="2", seeds=("0",), *extra):
+        flags = ["--methods", "rcgp_ucb_stable", "--objectives", "branin", "--corruptions", "none", "1e6"]
+        flags += ["--workers", "1", "--output_dir", str(tmp_path), "--rounds", rounds, "--c", c, "--seeds", *seeds]
+        return main([*flags, *extra])
+
+    first = run()
+    results = (tmp_path / "results.json").read_text()
+    message = (
+        rf"cannot resume the BO runs in {re.escape(str(tmp_path))} under other settings .*settings\.json: "
+        r"rounds: stored 6, now 4; c: stored 2\.0, now 50\.0\. .*start fresh: pass another output_dir, or delete"
+    )
+    with pytest.raises(ValueError, match=message):
+        run("4", "50")
+    assert (tmp_path / "results.json").read_text() == results
+    assert (
+        run("6", "2", ("0",), "--lenient_tolerance", "0.5")["summary"]["branin/1e6/rcgp_ucb_stable/cumulative"]
+        == (first["summary"]["branin/1e6/rcgp_ucb_stable/cumulative"])
+    )
+    assert run("6", "2", ("0", "1"))["args"]["seeds"] == [0, 1]  # which runs are made may change

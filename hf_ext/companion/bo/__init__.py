@@ -4,12 +4,15 @@ Needs the ``[bo]`` extra (``pip install hf-ext[bo]``).
 """
 
 from .adversary import FrequencyLimitedAdversary, NoCorruption
-from .loop import RCGPUCB, BayesianOptimization, Evaluation, robust_standardize, ucb_beta
+from .config import BayesianOptimizationConfig
+from .history import Evaluation
+from .loop import RCGPUCB, BayesianOptimization, robust_standardize, ucb_beta
 from .rcgp import RobustConjugateGP, adaptive_threshold
 from .regret import regret_curves
 
 __all__ = [
     "BayesianOptimization",
+    "BayesianOptimizationConfig",
     "Evaluation",
     "FrequencyLimitedAdversary",
     "NoCorruption",

@@ -2,14 +2,16 @@
 
 Every evaluation is appended to ``history_file`` (JSON lines) the moment it is made, and a loop
 created on an existing file resumes from it: an expensive objective's points are never lost,
-even when the objective raises (the error names the round and where the history is).
+even when the objective raises (the error names the round and where the history is). The run's
+settings are stored next to it (``<name>.settings.json``) and a resume under others is refused.
 """
 
-import json
 import math
+import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, fields, is_dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from botorch.acquisition import UpperConfidenceBound
@@ -19,28 +21,20 @@ from botorch.models import SingleTaskGP
 from botorch.models.robust_relevance_pursuit_model import RobustRelevancePursuitSingleTaskGP
 from botorch.models.transforms import Standardize
 from botorch.optim import optimize_acqf
+from botorch.test_functions.base import BaseTestProblem
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from .adversary import NoCorruption
+from .config import BayesianOptimizationConfig
+from .history import Evaluation, append_evaluation, read_history
 from .rcgp import RobustConjugateGP
+from .settings import check_and_store_settings
 
-MODELS = ("gp", "rcgp", "relevance_pursuit")
-ACQUISITIONS = ("ucb", "ts")
+VARIANTS = ("stable", "adaptive")
 # Standard GPs cannot hold an infinite observation; they see +-CLIP instead (and are wrecked by it).
 CLIP = 1e10
-
-
-@dataclass
-class Evaluation:
-    """One round: the query (in the objective's units), what was observed, and the true value."""
-
-    round: int
-    x: list[float]
-    observed: float
-    true: float
-    corrupted: bool
 
 
 def robust_standardize(values: Tensor) -> tuple[Tensor, float, float]:
@@ -82,66 +76,103 @@ def _checked_bounds(bounds) -> Tensor:
     return bounds
 
 
+def _config_from(config: BayesianOptimizationConfig | None, deprecated_settings: dict, owner: str):
+    """``config``, or one built from the keyword arguments that earlier versions took (with a ``FutureWarning``)."""
+    unknown = sorted(deprecated_settings.keys() - {f.name for f in fields(BayesianOptimizationConfig)})
+    if unknown:
+        raise TypeError(f"{owner}() got unexpected keyword arguments {unknown}")
+    if deprecated_settings:
+        if config is not None:
+            raise TypeError(f"{owner}: pass the settings in `config` only, not also as {sorted(deprecated_settings)}")
+        arguments = ", ".join(f"{name}={value!r}" for name, value in deprecated_settings.items())
+        warnings.warn(
+            f"{owner}({arguments}) is deprecated and will be removed: pass "
+            f"config=BayesianOptimizationConfig({arguments}) instead",
+            FutureWarning,
+            stacklevel=3,
+        )
+        return BayesianOptimizationConfig(**deprecated_settings)
+    if config is None:
+        return BayesianOptimizationConfig()
+    if not isinstance(config, BayesianOptimizationConfig):
+        raise TypeError(f"{owner}: `config` must be a BayesianOptimizationConfig, got {type(config).__name__}")
+    return config
+
+
+def _description(thing: Any) -> dict[str, Any]:
+    """What identifies an objective or adversary in stored settings: its type, and its init fields when known."""
+    if isinstance(thing, BaseTestProblem):
+        return {"type": type(thing).__qualname__, "negate": thing.negate, "noise_std": thing.noise_std}
+    if is_dataclass(thing):
+        return {"type": type(thing).__qualname__} | {f.name: getattr(thing, f.name) for f in fields(thing) if f.init}
+    return {"type": getattr(thing, "__qualname__", type(thing).__qualname__)}
+
+
 class BayesianOptimization:
     """Maximise ``objective`` over the box ``bounds`` with a GP or RCGP surrogate and UCB or Thompson sampling.
+
+    The settings that choose the queries are one :class:`BayesianOptimizationConfig`; what the
+    loop is run on (the objective, its domain, an adversary, where the history goes) are separate
+    arguments, as a BoTorch model takes its data and a settings object apart. Earlier versions
+    took the config's fields as keyword arguments: those still work, with a ``FutureWarning``.
 
     Args:
         objective: maps a ``1 x d`` tensor (in ``bounds``' units) to its value (a float or 1-element tensor).
         bounds: ``2 x d``, lower row then upper row.
-        model: ``"rcgp"`` (:class:`RobustConjugateGP`), ``"gp"`` (BoTorch ``SingleTaskGP``) or
-            ``"relevance_pursuit"`` (BoTorch ``RobustRelevancePursuitSingleTaskGP``).
-        acquisition: ``"ucb"`` (``UpperConfidenceBound`` with :func:`ucb_beta`, maximised by
-            ``optimize_acqf``) or ``"ts"`` (exact joint posterior samples on ``ts_candidates`` points).
-        c: RCGP's soft threshold on the robustly standardised scale; ``None`` = adaptive.
+        config: model, acquisition, thresholds, initial design, seed, optimiser budgets (default: all defaults).
         adversary: corrupts observations (default none); regret is measured on the true values.
-        n_initial: Sobol points before the first model (default ``2 (d + 1)``).
-        history_file: JSON lines, one evaluation each, appended as they happen; resumed if it exists.
+        history_file: JSON lines, one evaluation each, appended as they happen; resumed if it exists, when
+            :meth:`settings` match those stored next to it in :attr:`settings_file`.
     """
 
     def __init__(
         self,
         objective: Callable[[Tensor], float | Tensor],
         bounds,
-        model: str = "rcgp",
-        acquisition: str = "ucb",
-        c: float | None = 2.0,
-        epsilon: float = 0.05,
+        config: BayesianOptimizationConfig | None = None,
         adversary=None,
-        n_initial: int | None = None,
-        beta_scale: float = 0.2,
         history_file: str | Path | None = None,
-        seed: int = 0,
-        num_restarts: int = 4,
-        raw_samples: int = 256,
-        ts_candidates: int = 1000,
+        **deprecated_settings,
     ):
-        if model not in MODELS:
-            raise ValueError(f"`model` must be one of {list(MODELS)}, got {model!r}")
-        if acquisition not in ACQUISITIONS:
-            raise ValueError(f"`acquisition` must be one of {list(ACQUISITIONS)}, got {acquisition!r}")
+        self.config = _config_from(config, deprecated_settings, type(self).__name__)
         self.objective, self.bounds = objective, _checked_bounds(bounds)
         self.dim = self.bounds.shape[1]
         if getattr(objective, "dim", self.dim) != self.dim:
             raise ValueError(f"`bounds` has {self.dim} dimensions but the objective takes {objective.dim}")
-        self.model_name, self.acquisition, self.c, self.epsilon = model, acquisition, c, epsilon
         self.adversary = adversary if adversary is not None else NoCorruption()
-        self.n_initial = n_initial if n_initial is not None else 2 * (self.dim + 1)
-        self.beta_scale, self.seed = beta_scale, seed
-        self.num_restarts, self.raw_samples, self.ts_candidates = num_restarts, raw_samples, ts_candidates
+        self.n_initial = self.config.n_initial if self.config.n_initial is not None else 2 * (self.dim + 1)
         self.history_file = None if history_file is None else Path(history_file)
-        self.history: list[Evaluation] = self._load_history()
+        self.history: list[Evaluation] = []
+        if self.history_file is not None:
+            check_and_store_settings(
+                self.settings_file,
+                self.settings(),
+                resuming=self.history_file.is_file() and self.history_file.stat().st_size > 0,
+                run=f"the history {self.history_file}",
+                start_fresh=f"pass another `history_file`, or delete {self.history_file} and {self.settings_file}",
+            )
+            self.history = read_history(self.history_file, self.dim)
         # A resumed run's corruptions count against the adversary's budget.
         self.adversary.corrupted_rounds.extend(e.round for e in self.history if e.corrupted)
+        seed = self.config.seed
         self._initial = SobolEngine(self.dim, scramble=True, seed=seed).draw(self.n_initial, dtype=torch.float64)
         self.model = None
 
-    def _load_history(self) -> list[Evaluation]:
-        if self.history_file is None or not self.history_file.is_file():
-            return []
-        history = [Evaluation(**json.loads(line)) for line in self.history_file.read_text().splitlines() if line]
-        if any(len(e.x) != self.dim for e in history):
-            raise ValueError(f"{self.history_file} holds points of another dimension than `bounds` ({self.dim})")
-        return history
+    @property
+    def settings_file(self) -> Path | None:
+        """Where the settings of the run in :attr:`history_file` are stored: ``<stem>.settings.json`` next to it."""
+        if self.history_file is None:
+            return None
+        return self.history_file.with_name(f"{self.history_file.stem}.settings.json")
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that decides this run's queries and observations (JSON-serialisable)."""
+        return {
+            "config": asdict(replace(self.config, n_initial=self.n_initial)),
+            "bounds": self.bounds.tolist(),
+            "objective": _description(self.objective),
+            "adversary": _description(self.adversary),
+        }
 
     def _to_unit(self, x: Tensor) -> Tensor:
         return (x - self.bounds[0]) / (self.bounds[1] - self.bounds[0])
@@ -157,14 +188,14 @@ class BayesianOptimization:
     def fit_model(self):
         """The surrogate on every observation so far (robustly standardised for RCGP)."""
         X, Y = self._training_data()
-        if self.model_name == "rcgp":
+        if self.config.model == "rcgp":
             Y, _, _ = robust_standardize(Y)
-            model = RobustConjugateGP(X, Y, c=self.c, epsilon=self.epsilon)
+            model = RobustConjugateGP(X, Y, c=self.config.c, epsilon=self.config.epsilon)
             if isinstance(self.model, RobustConjugateGP):  # warm start from the last round's fit
                 model.covar_module.load_state_dict(self.model.covar_module.state_dict())
                 model.raw_noise.data.copy_(self.model.raw_noise.data)
             return model.fit(max_iter=20)
-        model_class = SingleTaskGP if self.model_name == "gp" else RobustRelevancePursuitSingleTaskGP
+        model_class = SingleTaskGP if self.config.model == "gp" else RobustRelevancePursuitSingleTaskGP
         model = model_class(X, Y.clamp(-CLIP, CLIP), outcome_transform=Standardize(1))
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         return model
@@ -176,20 +207,20 @@ class BayesianOptimization:
             return self._initial[round_index : round_index + 1]
         self.model = self.fit_model()
         unit = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(torch.float64)
-        generator = torch.Generator().manual_seed(self.seed * 100_003 + round_index)
-        if self.acquisition == "ucb":
-            beta = ucb_beta(round_index - self.n_initial + 1, self.dim, scale=self.beta_scale)
+        generator = torch.Generator().manual_seed(self.config.seed * 100_003 + round_index)
+        if self.config.acquisition == "ucb":
+            beta = ucb_beta(round_index - self.n_initial + 1, self.dim, scale=self.config.beta_scale)
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
                 candidate, _ = optimize_acqf(
                     UpperConfidenceBound(self.model, beta=beta),
                     unit,
                     q=1,
-                    num_restarts=self.num_restarts,
-                    raw_samples=self.raw_samples,
+                    num_restarts=self.config.num_restarts,
+                    raw_samples=self.config.raw_samples,
                 )
             return candidate.detach()
-        candidates = torch.rand(self.ts_candidates, self.dim, dtype=torch.float64, generator=generator)
+        candidates = torch.rand(self.config.ts_candidates, self.dim, dtype=torch.float64, generator=generator)
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
             return MaxPosteriorSampling(self.model, replacement=False)(candidates, num_samples=1)
@@ -218,26 +249,50 @@ class BayesianOptimization:
         )
         self.history.append(evaluation)
         if self.history_file is not None:
-            self.history_file.parent.mkdir(parents=True, exist_ok=True)
-            with self.history_file.open("a") as handle:
-                handle.write(json.dumps(asdict(evaluation)) + "\n")
+            append_evaluation(self.history_file, evaluation)
         return evaluation
 
-    def run(self, rounds: int) -> list[Evaluation]:
-        """Evaluate until the history holds ``rounds`` evaluations (initial design included); returns it."""
+    def run(self, rounds: int, callback: Callable[[Evaluation], None] | None = None) -> list[Evaluation]:
+        """Evaluate until the history holds ``rounds`` evaluations (initial design included); returns it.
+
+        ``callback`` is called with each new evaluation (to report progress, say).
+        """
         if rounds < 1:
             raise ValueError(f"`rounds` must be >= 1, got {rounds}")
         while len(self.history) < rounds:
-            self.step()
+            evaluation = self.step()
+            if callback is not None:
+                callback(evaluation)
         return self.history
 
 
 class RCGPUCB(BayesianOptimization):
-    """RCGP-UCB: ``variant="stable"`` fixes the soft threshold ``c``; ``"adaptive"`` sets it from the data."""
+    """RCGP-UCB: ``variant="stable"`` keeps ``config.c`` as the soft threshold; ``"adaptive"`` sets it from the data.
 
-    def __init__(self, objective, bounds, variant: str = "stable", c: float = 2.0, **kwargs):
-        if variant not in ("stable", "adaptive"):
-            raise ValueError(f"RCGPUCB: `variant` must be 'stable' or 'adaptive', got {variant!r}")
-        super().__init__(
-            objective, bounds, model="rcgp", acquisition="ucb", c=c if variant == "stable" else None, **kwargs
-        )
+    ``config`` must leave ``model="rcgp"`` and ``acquisition="ucb"`` (its defaults); the adaptive
+    variant ignores ``config.c``.
+    """
+
+    def __init__(
+        self,
+        objective: Callable[[Tensor], float | Tensor],
+        bounds,
+        variant: str = "stable",
+        config: BayesianOptimizationConfig | None = None,
+        adversary=None,
+        history_file: str | Path | None = None,
+        **deprecated_settings,
+    ):
+        if variant not in VARIANTS:
+            raise ValueError(f"RCGPUCB: `variant` must be one of {list(VARIANTS)}, got {variant!r}")
+        config = _config_from(config, deprecated_settings, "RCGPUCB")
+        if (config.model, config.acquisition) != ("rcgp", "ucb"):
+            raise ValueError(
+                "RCGPUCB: `config.model` must be 'rcgp' and `config.acquisition` 'ucb', "
+                f"got {config.model!r} and {config.acquisition!r} (use BayesianOptimization for other pairs)"
+            )
+        if variant == "adaptive":
+            config = replace(config, c=None)
+        elif config.c is None:
+            raise ValueError("RCGPUCB: variant='stable' needs a fixed threshold `config.c`, got None")
+        super().__init__(objective, bounds, config, adversary=adversary, history_file=history_file)

@@ -1,0 +1,75 @@
+"""The BO loop's settings: one dataclass, validated at construction, stored with the history it produces."""
+
+import math
+from dataclasses import dataclass, field
+
+from hf_ext._validation import check_finite_fields
+
+MODELS = ("gp", "rcgp", "relevance_pursuit")
+ACQUISITIONS = ("ucb", "ts")
+
+
+@dataclass
+class BayesianOptimizationConfig:
+    """How :class:`~hf_ext.companion.bo.BayesianOptimization` chooses its queries.
+
+    Every field decides which points a run queries, so the whole config is stored next to a
+    run's history and a resume under another config is refused.
+    """
+
+    model: str = field(
+        default="rcgp",
+        metadata={
+            "help": f"Surrogate, one of {list(MODELS)}: RobustConjugateGP, BoTorch's SingleTaskGP, or BoTorch's "
+            "RobustRelevancePursuitSingleTaskGP."
+        },
+    )
+    acquisition: str = field(
+        default="ucb",
+        metadata={
+            "help": f"One of {list(ACQUISITIONS)}: UpperConfidenceBound maximised by optimize_acqf, or Thompson "
+            "sampling on `ts_candidates` random points."
+        },
+    )
+    c: float | None = field(
+        default=2.0,
+        metadata={"help": "RCGP's soft threshold on the robustly standardised scale (> 0); None = adaptive."},
+    )
+    epsilon: float = field(
+        default=0.05, metadata={"help": "Adaptive threshold: the 1 - epsilon quantile of |residuals|, in (0, 1)."}
+    )
+    n_initial: int | None = field(
+        default=None, metadata={"help": "Sobol points before the first model (>= 1); None = 2 (d + 1)."}
+    )
+    beta_scale: float = field(
+        default=0.2, metadata={"help": "Multiplier (> 0) of GP-UCB's theoretical beta_t; 1 is the theory's value."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seeds the Sobol design and every acquisition step."})
+    num_restarts: int = field(default=4, metadata={"help": "optimize_acqf restarts (>= 1)."})
+    raw_samples: int = field(default=256, metadata={"help": "optimize_acqf raw samples (>= 1)."})
+    ts_candidates: int = field(default=1000, metadata={"help": "Random candidates for Thompson sampling (>= 1)."})
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        owner = type(self).__name__
+        if self.model not in MODELS:
+            raise ValueError(f"{owner}: `model` must be one of {list(MODELS)}, got {self.model!r}")
+        if self.acquisition not in ACQUISITIONS:
+            raise ValueError(f"{owner}: `acquisition` must be one of {list(ACQUISITIONS)}, got {self.acquisition!r}")
+        if self.c is not None and not 0 < self.c < math.inf:
+            raise ValueError(f"{owner}: `c` must be a positive number or None (adaptive), got {self.c}")
+        if not 0 < self.epsilon < 1:
+            raise ValueError(f"{owner}: `epsilon` must be in (0, 1), got {self.epsilon}")
+        if not self.beta_scale > 0:
+            raise ValueError(f"{owner}: `beta_scale` must be > 0, got {self.beta_scale}")
+        for name in ("num_restarts", "raw_samples", "ts_candidates", "n_initial"):
+            value = getattr(self, name)
+            if not (_is_int(value) and value >= 1) and not (name == "n_initial" and value is None):
+                allowed = "an integer >= 1" + (" or None (2 (d + 1))" if name == "n_initial" else "")
+                raise ValueError(f"{owner}: `{name}` must be {allowed}, got {value!r}")
+        if not _is_int(self.seed):
+            raise ValueError(f"{owner}: `seed` must be an integer, got {self.seed!r}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,82 @@
+"""A BO run's history on disk: JSON lines, one evaluation each, appended the moment it is made.
+
+An append-only file written by a process that can be killed may end in a torn line (part of a
+line, no newline): that line is dropped with a warning and cut from the file, so the run resumes
+from every complete evaluation. Any other bad line means the file is not what the loop wrote,
+and is an error naming the file, the line and what is wrong with it.
+"""
+
+import json
+import os
+import warnings
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Evaluation:
+    """One round: the query (in the objective's units), what was observed, and the true value."""
+
+    round: int
+    x: list[float]
+    observed: float
+    true: float
+    corrupted: bool
+
+
+_KEYS = [f.name for f in fields(Evaluation)]
+
+
+def _decode(line: bytes) -> Any:
+    return json.loads(line.decode())
+
+
+def _evaluation(record: Any, expected_round: int, dim: int) -> Evaluation:
+    """The evaluation ``record`` holds, or ``ValueError`` saying what is wrong with it."""
+    if not isinstance(record, dict) or sorted(record) != sorted(_KEYS):
+        keys = sorted(record) if isinstance(record, dict) else type(record).__name__
+        raise ValueError(f"expected a JSON object with keys {_KEYS}, got {keys}")
+    if record["round"] != expected_round:
+        raise ValueError(f"holds round {record['round']!r} where round {expected_round} belongs")
+    if not isinstance(record["x"], list) or len(record["x"]) != dim:
+        raise ValueError(f"`x` must be a list of {dim} coordinates (the dimension of `bounds`), got {record['x']!r}")
+    return Evaluation(**record)
+
+
+def read_history(path: Path, dim: int) -> list[Evaluation]:
+    """The evaluations in ``path`` (none if it does not exist), in round order; see the module docstring."""
+    if not path.is_file():
+        return []
+    data = path.read_bytes()
+    head, newline, tail = data.rpartition(b"\n")
+    lines = head.split(b"\n") if newline else []
+    if tail.strip():
+        try:
+            _decode(tail)
+        except ValueError as error:
+            warnings.warn(
+                f"{path}, line {len(lines) + 1}: dropped a torn last line (no newline, not valid JSON: {error}); "
+                "its writer was killed mid-write, the run resumes from the lines before it",
+                stacklevel=3,
+            )
+            os.truncate(path, len(head) + len(newline))
+        else:  # complete but unterminated: end it, so that the next evaluation starts a line of its own
+            with path.open("ab") as handle:
+                handle.write(b"\n")
+            lines.append(tail)
+    history: list[Evaluation] = []
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                history.append(_evaluation(_decode(line), len(history), dim))
+            except ValueError as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                raise ValueError(f"{path}, line {number}: {error}") from error
+    return history
+
+
+def append_evaluation(path: Path, evaluation: Evaluation) -> None:
+    """Append ``evaluation`` to the history at ``path`` as one line (creating the file and its folders)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        handle.write(json.dumps(asdict(evaluation)) + "\n")

@@ -21,7 +21,12 @@ def _synchronize(device: torch.device) -> None:
 
 
 def median_seconds(fn: Callable[[], Any], device: torch.device, warmup: int = 3, repeats: int = 20) -> float:
-    """Median wall time of ``fn()`` over ``repeats`` runs, after ``warmup`` untimed runs."""
+    """Median wall time of ``fn()`` over ``repeats`` runs, after ``warmup`` untimed runs.
+
+    Not ``torch.utils.benchmark.Timer``: it times a statement string on one CPU thread unless told
+    otherwise and reports means over blocks of calls; here each sample is one call of a closure,
+    under torch's own thread settings, so eager baselines run as users run them.
+    """
     for _ in range(warmup):
         fn()
     _synchronize(device)

@@ -24,16 +24,6 @@ def seeded_perturb_reference_(param: torch.Tensor, seed: int, scale: float) -> t
     return param.copy_(param.float().add_(noise, alpha=scale))
 
 
-def _launch(param: torch.Tensor, seed: int, scale: float) -> None:
-    import triton
-
-    from ._perturb_triton import seeded_perturb_kernel
-
-    numel = param.numel()
-    grid = (triton.cdiv(numel, _BLOCK_SIZE),)
-    seeded_perturb_kernel[grid](param, numel, seed, scale, BLOCK_SIZE=_BLOCK_SIZE)
-
-
 def seeded_perturb_triton_(param: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
     """Triton path of :func:`seeded_perturb_` (CUDA, or CPU under ``TRITON_INTERPRET=1``)."""
     if not param.is_contiguous():
@@ -41,7 +31,12 @@ def seeded_perturb_triton_(param: torch.Tensor, seed: int, scale: float) -> torc
     if param.numel() >= 2**31:
         raise ValueError("seeded_perturb_triton_: `param` must have fewer than 2**31 elements")
     if param.numel():
-        _launch(param, seed, float(scale))
+        import triton
+
+        from ._perturb_triton import seeded_perturb_kernel
+
+        grid = (triton.cdiv(param.numel(), _BLOCK_SIZE),)
+        seeded_perturb_kernel[grid](param, param.numel(), seed, float(scale), BLOCK_SIZE=_BLOCK_SIZE)
     return param
 
 

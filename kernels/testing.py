@@ -5,6 +5,8 @@ The interpreter must be switched on before Triton is first imported; the test su
 """
 
 import os
+import sys
+from collections.abc import Callable
 
 import torch
 
@@ -14,6 +16,25 @@ from ._dispatch import triton_available
 def kernel_device() -> torch.device:
     """CUDA when present, else the CPU (where Triton runs only under the interpreter)."""
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+KERNEL_PATHS = ("reference", "triton")
+
+
+def kernel_variant(kernel: Callable, path: str) -> Callable:
+    """The ``path`` implementation of a public kernel, found by the naming rule of :mod:`hf_ext.kernels`.
+
+    Kernel ``x`` has ``x_reference`` and ``x_triton`` in its own module; an in-place kernel keeps its
+    trailing underscore last, as torch's do (``seeded_perturb_`` -> ``seeded_perturb_reference_``).
+    """
+    if path not in KERNEL_PATHS:
+        raise ValueError(f"kernel_variant: `path` must be one of {KERNEL_PATHS}, got {path!r}")
+    name = kernel.__name__
+    variant = f"{name[:-1]}_{path}_" if name.endswith("_") else f"{name}_{path}"
+    module = sys.modules[kernel.__module__]
+    if not hasattr(module, variant):
+        raise AttributeError(f"kernel_variant: {kernel.__module__} has no `{variant}` for kernel `{name}`")
+    return getattr(module, variant)
 
 
 def triton_runnable() -> tuple[bool, str]:

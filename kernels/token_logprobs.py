@@ -5,6 +5,11 @@ Preference losses need the log-probability of each response token. ``log_softmax
 the forward keeps only a running log-sum-exp per row and the backward rebuilds the softmax one
 vocabulary chunk at a time, so the extra memory is ``tokens x chunk`` instead of
 ``tokens x vocab``. The Triton kernel does the forward in one pass over each row.
+
+Not TRL's ``selective_log_softmax``: off CUDA it returns the logits' dtype (bf16 log-probs from bf16
+logits) and keeps a full-vocabulary log-softmax per sequence for half-precision backward, and it wants
+in-range labels (``-100`` must be masked by hand); this one always reduces to fp32, takes
+``ignore_index``, and bounds the extra memory on every device.
 """
 
 import torch

@@ -25,7 +25,6 @@ from hf_ext.data import preference_dataset
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
-from hf_ext.recipes.token_shift import write_report
 
 ALGORITHMS = {
     "dpo": ("RegularizedDPOConfig", "RegularizedDPOTrainer"),
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict:
     if state.is_main_process:
         out = write_results(training_args.output_dir, results)
         title = f"{recipe_args.algorithm.upper()} on {recipe_args.model}: held-out per-token change"
-        write_report(shifts, out, title)
+        alignment.write_report(shifts, out, title)
         plot_curves(
             {variant: r["train_mean_logps_chosen"] for variant, r in results.items()},
             out / "logps.png",

@@ -8,16 +8,13 @@ share of the total change carried by the top 1% / 5% of tokens, the outlier toke
 and ``token_shift.png`` (histogram of the per-token changes) to ``output_dir``.
 """
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from trl import TrlParser
 
-from hf_ext.alignment import TokenShift, token_shift
+from hf_ext.alignment import token_shift, write_report
 from hf_ext.data import preference_dataset
 from hf_ext.models import check_causal_lm, load_causal_lm
-from hf_ext.plotting import plot_histograms
 
 
 @dataclass
@@ -35,19 +32,6 @@ class TokenShiftArguments:
     def __post_init__(self):
         check_causal_lm("policy", self.policy)
         check_causal_lm("reference", self.reference)
-
-
-def write_report(shifts: dict[str, TokenShift], output_dir: str | Path, title: str) -> dict:
-    """Write the summaries of named shifts as ``token_shift.json`` and their deltas as ``token_shift.png``."""
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    summaries = {name: shift.summary() for name, shift in shifts.items()}
-    (out / "token_shift.json").write_text(json.dumps(summaries, indent=2))
-    deltas = {
-        f"{name} {kind}": values.tolist() for name, shift in shifts.items() for kind, values in shift.deltas.items()
-    }
-    plot_histograms(deltas, out / "token_shift.png", title, "log p(policy) - log p(reference) per response token")
-    return summaries
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -2,6 +2,7 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,76 @@ import torch  # noqa: E402  (torch does not import Triton)
 if not torch.cuda.is_available():
     # Triton reads this once, at its first import: run kernels on CPU tensors in the interpreter.
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from hf_ext.kernels.testing import kernel_variant, triton_runnable  # noqa: E402  (after TRITON_INTERPRET)
+
+# Settings every test that trains shares: fast on 2 CPU cores, nothing written outside tmp_path,
+# and TRL's GPU defaults (bf16, activation checkpointing) switched off.
+CPU_TRAINING_SETTINGS = {
+    "per_device_train_batch_size": 4,
+    "max_steps": 1,
+    "report_to": "none",
+    "save_strategy": "no",
+    "use_cpu": True,
+    "bf16": False,
+    "activation_checkpointing": False,
+    "dataloader_pin_memory": False,
+    "disable_tqdm": True,
+}
+
+
+@pytest.fixture
+def training_args(tmp_path):
+    """Build CPU training arguments writing under ``tmp_path``; keyword arguments override the shared settings.
+
+    ``training_args(max_steps=4)`` gives ``TrainingArguments``; ``training_args(DPOConfig, beta=0.2)`` builds
+    any subclass of it (TRL configs, ours) from the same settings.
+    """
+
+    def build(config_class=None, /, **overrides):
+        if config_class is None:
+            from transformers import TrainingArguments as config_class
+        settings = CPU_TRAINING_SETTINGS | {"output_dir": tmp_path} | overrides
+        return config_class(**settings | {"output_dir": str(settings["output_dir"])})
+
+    return build
+
+
+@dataclass(frozen=True)
+class KernelPath:
+    """The implementation a kernel test runs: the plain-torch ``reference`` or the ``triton`` kernel."""
+
+    name: str
+
+    def __call__(self, kernel):
+        """This path's implementation of the public ``kernel`` (``path(pack_signs)`` is ``pack_signs_triton``)."""
+        return kernel_variant(kernel, self.name)
+
+    def skip_unsupported(self, dtype) -> None:
+        """Skip the test for a dtype this path cannot run here (the Triton interpreter has no bfloat16)."""
+        if self.name == "triton" and dtype == torch.bfloat16 and not torch.cuda.is_available():
+            pytest.skip("the Triton interpreter has no bfloat16 (its tl.dot multiplies bit patterns, triton#11584)")
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(KernelPath("reference"), id="reference"),
+        pytest.param(KernelPath("triton"), id="triton", marks=pytest.mark.triton),
+    ]
+)
+def kernel_path(request) -> KernelPath:
+    """Runs a kernel test once per implementation; the Triton one is skipped where Triton cannot run."""
+    return request.param
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the tests marked ``triton`` where no Triton kernel can run (no CUDA and no interpreter)."""
+    runnable, reason = triton_runnable()
+    if runnable:
+        return
+    for item in items:
+        if item.get_closest_marker("triton"):
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 from .dpo import RegularizedDPOConfig, RegularizedDPOTrainer
 from .regularizer import REGULARIZER_FORMS, log_total_probability, mean_token_logprobs, probability_regularizer
-from .token_shift import TokenShift, token_shift
+from .token_shift import TokenShift, token_shift, write_report
 
 __all__ = [
     "REGULARIZER_FORMS",
@@ -15,6 +15,7 @@ __all__ = [
     "mean_token_logprobs",
     "probability_regularizer",
     "token_shift",
+    "write_report",
 ]
 
 

@@ -4,7 +4,9 @@ Preference training can lower a response's total likelihood while generation sti
 looking token by token shows that a small set of outlier tokens carries much of the change.
 """
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -12,6 +14,7 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hf_ext.kernels import token_logprobs
+from hf_ext.plotting import plot_histograms
 
 from .regularizer import log_total_probability
 
@@ -139,3 +142,19 @@ def token_shift(
         policy.train(was_training[0])
         reference.train(was_training[1])
     return shift
+
+
+def write_report(shifts: dict[str, TokenShift], output_dir: str | Path, title: str) -> dict[str, dict[str, Any]]:
+    """Write the summaries of named shifts as ``token_shift.json`` and their deltas as ``token_shift.png``.
+
+    Returns the summaries by name; the token-shift and DPO recipes both report through it.
+    """
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = {name: shift.summary() for name, shift in shifts.items()}
+    (out / "token_shift.json").write_text(json.dumps(summaries, indent=2))
+    deltas = {
+        f"{name} {kind}": values.tolist() for name, shift in shifts.items() for kind, values in shift.deltas.items()
+    }
+    plot_histograms(deltas, out / "token_shift.png", title, "log p(policy) - log p(reference) per response token")
+    return summaries

@@ -81,7 +81,9 @@ def linear_probe_accuracy(
     """Test accuracy of a multinomial logistic regression fit on the train split (standardised features).
 
     An L2-regularised linear classifier fit to convergence with L-BFGS: how linearly separable
-    the classes are in these features.
+    the classes are in these features. Not scikit-learn's ``LogisticRegression`` (the same model with
+    ``solver="lbfgs"``): scikit-learn is no dependency of hf-ext, and the probe runs inside training
+    callbacks on the hidden states as torch tensors.
     """
     if len(train_features) != len(train_labels) or len(test_features) != len(test_labels):
         raise ValueError("linear_probe_accuracy: features and labels must have the same number of rows")

@@ -3,6 +3,11 @@
 The student (the model being binarized) matches the teacher's next-token distribution on every
 labelled position: forward KL ``KL(teacher || student)`` at temperature ``T`` (scaled by ``T^2``
 so gradients keep their size), plus an optional language-modelling loss on the labels.
+
+Not TRL's ``DistillationTrainer`` or ``trl.experimental.gkd.GKDTrainer``: both distil on completions
+of a ``prompt``/``messages`` column (generated on-policy, or through GKD's chat collator) and have no
+language-modelling term; binarization distils on pre-tokenized ``input_ids``/``labels`` blocks, which
+takes one ``compute_loss`` on the stock ``Trainer``.
 """
 
 from dataclasses import dataclass, field

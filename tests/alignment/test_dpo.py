@@ -7,10 +7,9 @@ from hf_ext.data import preference_dataset
 from hf_ext.models import tiny_causal_lm
 
 
-def _trainer(cls, config, trl_args):
+def _trainer(cls, args):
     model, tokenizer = tiny_causal_lm(seed=0)
     reference, _ = tiny_causal_lm(seed=1)  # differs from the policy, so log P and its anchor differ
-    args = config(**trl_args)
     return cls(
         model=model, ref_model=reference, args=args, train_dataset=preference_dataset(8), processing_class=tokenizer
     )
@@ -29,24 +28,19 @@ def _independent_log_p(model, batch):
     return log_total_probability(*means.chunk(2))
 
 
-def test_zero_coefficient_is_trl_dpo_exactly(trl_args):
-    plain, _ = _loss_and_batch(_trainer(DPOTrainer, DPOConfig, trl_args))
-    regularized_trainer = _trainer(
-        RegularizedDPOTrainer, lambda **kw: RegularizedDPOConfig(regularizer_coef=0.0, **kw), trl_args
-    )
+def test_zero_coefficient_is_trl_dpo_exactly(training_args):
+    plain, _ = _loss_and_batch(_trainer(DPOTrainer, training_args(DPOConfig)))
+    regularized_trainer = _trainer(RegularizedDPOTrainer, training_args(RegularizedDPOConfig, regularizer_coef=0.0))
     regularized, _ = _loss_and_batch(regularized_trainer)
     assert regularized.item() == plain.item()
     assert regularized_trainer._metrics["train"]["regularizer/penalty"][0] > 0
 
 
 @pytest.mark.parametrize("form", ["one_sided", "two_sided"])
-def test_loss_adds_the_penalty_on_log_p_against_the_reference(trl_args, form):
-    plain, _ = _loss_and_batch(_trainer(DPOTrainer, DPOConfig, trl_args))
-    trainer = _trainer(
-        RegularizedDPOTrainer,
-        lambda **kw: RegularizedDPOConfig(regularizer_coef=2.0, regularizer_form=form, **kw),
-        trl_args,
-    )
+def test_loss_adds_the_penalty_on_log_p_against_the_reference(training_args, form):
+    plain, _ = _loss_and_batch(_trainer(DPOTrainer, training_args(DPOConfig)))
+    config = training_args(RegularizedDPOConfig, regularizer_coef=2.0, regularizer_form=form)
+    trainer = _trainer(RegularizedDPOTrainer, config)
     loss, batch = _loss_and_batch(trainer)
     deviation = _independent_log_p(trainer.model, batch) - _independent_log_p(trainer.ref_model, batch)
     penalty = torch.relu(-deviation) if form == "one_sided" else deviation.square()
@@ -57,19 +51,19 @@ def test_loss_adds_the_penalty_on_log_p_against_the_reference(trl_args, form):
     ("kwargs", "field"),
     [({"regularizer_coef": -1.0}, "regularizer_coef"), ({"regularizer_form": "l1"}, "regularizer_form")],
 )
-def test_bad_config_names_the_field(trl_args, kwargs, field):
+def test_bad_config_names_the_field(training_args, kwargs, field):
     with pytest.raises(ValueError, match=f"`{field}`"):
-        RegularizedDPOConfig(**trl_args, **kwargs)
+        training_args(RegularizedDPOConfig, **kwargs)
 
 
-def test_peft_reference_is_the_adapter_as_it_was_at_construction(trl_args):
+def test_peft_reference_is_the_adapter_as_it_was_at_construction(training_args):
     """TRL keeps a copy of an existing adapter, named "ref", as the reference: moving the trained
     adapter afterwards must show up as a penalty against that copy."""
     from peft import LoraConfig, get_peft_model
 
     model, tokenizer = tiny_causal_lm(seed=0)
     model = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
-    args = RegularizedDPOConfig(regularizer_coef=1.0, regularizer_form="two_sided", **trl_args)
+    args = training_args(RegularizedDPOConfig, regularizer_coef=1.0, regularizer_form="two_sided")
     trainer = RegularizedDPOTrainer(
         model=model, args=args, train_dataset=preference_dataset(8), processing_class=tokenizer
     )
@@ -90,10 +84,10 @@ def test_peft_reference_is_the_adapter_as_it_was_at_construction(trl_args):
     assert expected_penalty > 0 and torch.isfinite(loss)
 
 
-def test_dataset_without_pairs_fails_at_construction(trl_args):
+def test_dataset_without_pairs_fails_at_construction(training_args):
     model, tokenizer = tiny_causal_lm()
     data = preference_dataset(4).rename_column("rejected", "other")
     with pytest.raises(ValueError, match=r"RegularizedDPOTrainer: the train dataset lacks columns \['rejected'\]"):
         RegularizedDPOTrainer(
-            model=model, args=RegularizedDPOConfig(**trl_args), train_dataset=data, processing_class=tokenizer
+            model=model, args=training_args(RegularizedDPOConfig), train_dataset=data, processing_class=tokenizer
         )

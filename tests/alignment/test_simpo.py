@@ -19,14 +19,14 @@ def _loss(trainer):
     return trainer.compute_loss(trainer.model, batch), batch
 
 
-def _pair(trl_args, **regularizer):
+def _pair(training_args, **regularizer):
     torch.manual_seed(0)
     model, tokenizer = tiny_causal_lm(seed=0)
     plain_model, _ = tiny_causal_lm(seed=0)
     data = preference_dataset(8)
-    config = RegularizedSimPOConfig(**trl_args, **regularizer)
+    config = training_args(RegularizedSimPOConfig, **regularizer)
     trainer = RegularizedSimPOTrainer(model=model, args=config, train_dataset=data, processing_class=tokenizer)
-    plain_config = CPOConfig(loss_type="simpo", cpo_alpha=0.0, **trl_args)
+    plain_config = training_args(CPOConfig, loss_type="simpo", cpo_alpha=0.0)
     plain = CPOTrainer(model=plain_model, args=plain_config, train_dataset=data, processing_class=tokenizer)
     torch.manual_seed(1)
     _shift_weights(model)
@@ -35,9 +35,9 @@ def _pair(trl_args, **regularizer):
     return trainer, plain
 
 
-def test_anchors_are_the_policy_log_p_before_training(trl_args):
+def test_anchors_are_the_policy_log_p_before_training(training_args):
     model, tokenizer = tiny_causal_lm(seed=0)
-    config = RegularizedSimPOConfig(**trl_args)
+    config = training_args(RegularizedSimPOConfig)
     trainer = RegularizedSimPOTrainer(
         model=model, args=config, train_dataset=preference_dataset(8), processing_class=tokenizer
     )
@@ -47,16 +47,16 @@ def test_anchors_are_the_policy_log_p_before_training(trl_args):
     assert metrics["regularizer/log_p"] == pytest.approx(metrics["regularizer/log_p_anchor"], abs=1e-5)
 
 
-def test_zero_coefficient_is_trl_simpo_exactly(trl_args):
-    trainer, plain = _pair(trl_args, regularizer_coef=0.0)
+def test_zero_coefficient_is_trl_simpo_exactly(training_args):
+    trainer, plain = _pair(training_args, regularizer_coef=0.0)
     (loss, _), (plain_loss, _) = _loss(trainer), _loss(plain)
     assert loss.item() == plain_loss.item()
     assert trainer._regularizer_metrics["regularizer/penalty"] > 0
 
 
 @pytest.mark.parametrize("form", ["one_sided", "two_sided"])
-def test_loss_adds_the_penalty_against_the_cached_anchor(trl_args, form):
-    trainer, plain = _pair(trl_args, regularizer_coef=3.0, regularizer_form=form)
+def test_loss_adds_the_penalty_against_the_cached_anchor(training_args, form):
+    trainer, plain = _pair(training_args, regularizer_coef=3.0, regularizer_form=form)
     (loss, batch), (plain_loss, _) = _loss(trainer), _loss(plain)
     with torch.no_grad():
         log_p = log_total_probability(*trainer.concatenated_forward(trainer.model, batch)[:2])
@@ -69,18 +69,18 @@ def test_loss_adds_the_penalty_against_the_cached_anchor(trl_args, form):
     ("kwargs", "match"),
     [({"loss_type": "sigmoid"}, "loss_type='simpo'"), ({"regularizer_coef": -0.5}, "`regularizer_coef`")],
 )
-def test_bad_config_is_rejected(trl_args, kwargs, match):
+def test_bad_config_is_rejected(training_args, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        RegularizedSimPOConfig(**trl_args, **kwargs)
+        training_args(RegularizedSimPOConfig, **kwargs)
 
 
-def test_dataset_without_pairs_fails_at_construction(trl_args):
+def test_dataset_without_pairs_fails_at_construction(training_args):
     model, tokenizer = tiny_causal_lm()
     good, bad = preference_dataset(4), preference_dataset(4).remove_columns(["chosen", "rejected"])
     with pytest.raises(ValueError, match=r"the eval dataset lacks columns \['chosen', 'rejected'\]"):
         RegularizedSimPOTrainer(
             model=model,
-            args=RegularizedSimPOConfig(**trl_args),
+            args=training_args(RegularizedSimPOConfig),
             train_dataset=good,
             eval_dataset=bad,
             processing_class=tokenizer,

@@ -1,7 +1,9 @@
+import json
+
 import pytest
 import torch
 
-from hf_ext.alignment import TokenShift, token_shift
+from hf_ext.alignment import TokenShift, token_shift, write_report
 from hf_ext.data import preference_dataset
 from hf_ext.models import tiny_causal_lm
 
@@ -47,6 +49,18 @@ def test_log_p_is_the_pairs_total_length_normalized_probability():
     # P = exp(mean log-prob chosen) + exp(mean log-prob rejected) = 0.5 + sqrt(0.2 * 0.05)
     assert shift.log_total_probability("reference").item() == pytest.approx(torch.log(torch.tensor(0.6)).item())
     assert shift.summary()["log_p"]["policy"] == pytest.approx(torch.log(torch.tensor(0.2)).item())
+
+
+def test_report_writes_each_named_shift_as_json_and_one_histogram(tmp_path):
+    shift = TokenShift(
+        reference_logps={"chosen": [torch.zeros(3)]},
+        policy_logps={"chosen": [torch.ones(3)]},
+        tokens={"chosen": list("abc")},
+    )
+    summaries = write_report({"dpo": shift, "regularized": shift}, tmp_path / "report", "title")
+    assert json.loads((tmp_path / "report" / "token_shift.json").read_text()) == summaries
+    assert summaries["dpo"]["chosen"]["mean_token_delta"] == 1.0 and set(summaries) == {"dpo", "regularized"}
+    assert (tmp_path / "report" / "token_shift.png").stat().st_size > 1000
 
 
 def test_dataset_without_pairs_is_rejected():

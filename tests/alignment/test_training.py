@@ -19,11 +19,11 @@ ALGORITHMS = {
 }
 
 
-def _train(algorithm, trl_args, peft_config=None, **overrides):
+def _train(algorithm, training_args, peft_config=None, **overrides):
     trainer_class, config_class = ALGORITHMS[algorithm]
     model, tokenizer = tiny_causal_lm(seed=0)
     reference = {"ref_model": tiny_causal_lm(seed=1)[0]} if algorithm == "dpo" and peft_config is None else {}
-    settings = trl_args | {
+    settings = {
         "max_steps": 2,
         "optim": "sgd",
         "learning_rate": 0.5,
@@ -34,7 +34,7 @@ def _train(algorithm, trl_args, peft_config=None, **overrides):
     }
     trainer = trainer_class(
         model=model,
-        args=config_class(**settings | overrides),
+        args=training_args(config_class, **settings | overrides),
         train_dataset=preference_dataset(8),
         processing_class=tokenizer,
         peft_config=peft_config,
@@ -45,10 +45,10 @@ def _train(algorithm, trl_args, peft_config=None, **overrides):
 
 
 @pytest.mark.parametrize("algorithm", ["dpo", "simpo"])
-def test_gradient_accumulation_gives_the_large_batch_update(trl_args, algorithm):
+def test_gradient_accumulation_gives_the_large_batch_update(training_args, algorithm):
     # Two steps, so that SimPO's policy has left its anchors and the penalty has a gradient.
-    whole = _train(algorithm, trl_args, per_device_train_batch_size=4)
-    halves = _train(algorithm, trl_args, per_device_train_batch_size=2, gradient_accumulation_steps=2)
+    whole = _train(algorithm, training_args, per_device_train_batch_size=4)
+    halves = _train(algorithm, training_args, per_device_train_batch_size=2, gradient_accumulation_steps=2)
     start = tiny_causal_lm(seed=0)[0].state_dict()
     for (name, a), b in zip(whole.model.state_dict().items(), halves.model.state_dict().values(), strict=True):
         assert not torch.equal(a, start[name]), name
@@ -57,9 +57,9 @@ def test_gradient_accumulation_gives_the_large_batch_update(trl_args, algorithm)
 
 
 @pytest.mark.parametrize("algorithm", ["dpo", "simpo"])
-def test_lora_training_moves_only_the_adapter_and_logs_the_regularizer(trl_args, algorithm):
+def test_lora_training_moves_only_the_adapter_and_logs_the_regularizer(training_args, algorithm):
     lora = LoraConfig(r=2, target_modules=["q_proj", "v_proj"], lora_dropout=0.0, task_type="CAUSAL_LM")
-    trainer = _train(algorithm, trl_args, peft_config=lora)
+    trainer = _train(algorithm, training_args, peft_config=lora)
     base = tiny_causal_lm(seed=0)[0].state_dict()
     for name, param in trainer.model.named_parameters():
         if "lora_" not in name:

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 from datasets import Dataset
-from transformers import Trainer, TrainingArguments
+from transformers import Trainer
 
 from hf_ext.models import tiny_causal_lm
 from hf_ext.plasticity import PlasticityCallback
@@ -40,20 +40,10 @@ def test_measure_reports_every_layer_and_restores_the_model():
     assert model.training and model.config._attn_implementation == "sdpa"
 
 
-def test_metrics_reach_the_trainer_logs_and_the_json_file(tmp_path):
+def test_metrics_reach_the_trainer_logs_and_the_json_file(training_args, tmp_path):
     model, _ = tiny_causal_lm(hidden_size=16)
     callback = PlasticityCallback(_probe_set(), every=2, output_file=tmp_path / "plasticity.json")
-    args = TrainingArguments(
-        output_dir=str(tmp_path),
-        max_steps=4,
-        per_device_train_batch_size=4,
-        logging_steps=100,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=True,
-        disable_tqdm=True,
-    )
-    trainer = Trainer(model=model, args=args, train_dataset=_lm_blocks(2))
+    trainer = Trainer(model=model, args=training_args(max_steps=4, logging_steps=100), train_dataset=_lm_blocks(2))
     callback.attach(trainer)
     assert trainer.callback_handler.callbacks[0] is callback
     trainer.train()

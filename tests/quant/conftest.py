@@ -23,24 +23,20 @@ def token_blocks():
 
 
 @pytest.fixture
-def distill_config(tmp_path):
+def distill_config(training_args):
     """A factory of small CPU ``LogitDistillationConfig``s writing under ``tmp_path``; fields can be overridden."""
 
     def make(**overrides) -> LogitDistillationConfig:
-        return LogitDistillationConfig(**_SETTINGS | {"output_dir": str(tmp_path)} | overrides)
+        return training_args(LogitDistillationConfig, **_SETTINGS | overrides)
 
     return make
 
 
+# Six logged steps of a deterministic run; the shared CPU settings come from tests/conftest.py.
 _SETTINGS = {
-    "per_device_train_batch_size": 4,
     "learning_rate": 1e-2,
     "max_steps": 6,
     "logging_steps": 1,
-    "save_strategy": "no",
-    "report_to": "none",
-    "use_cpu": True,
     "seed": 0,
     "data_seed": 0,
-    "disable_tqdm": True,
 }

@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+from transformers import LlamaConfig, LlamaForCausalLM, Trainer
 
 from hf_ext.cli import recipes_dir
 from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
@@ -36,13 +36,12 @@ def test_pretraining_decays_matrices_but_not_norms(tmp_path):
     assert {name for name, p in trainer.model.named_parameters() if p.dim() == 2} == decayed
 
 
-def test_the_trainer_grouping_also_leaves_biases_undecayed(tmp_path):
+def test_the_trainer_grouping_also_leaves_biases_undecayed(training_args):
     config = LlamaConfig(
         vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2
     )
     config.attention_bias = config.mlp_bias = True
-    args = TrainingArguments(output_dir=str(tmp_path), weight_decay=0.1, report_to="none", use_cpu=True)
-    decayed, kept = _decayed(Trainer(model=LlamaForCausalLM(config), args=args))
+    decayed, kept = _decayed(Trainer(model=LlamaForCausalLM(config), args=training_args(weight_decay=0.1)))
     assert any(name.endswith("bias") for name in kept)
     assert not any(name.endswith("bias") or "norm" in name for name in decayed)
 

@@ -4,30 +4,22 @@ import pytest
 import torch
 from datasets import Dataset
 from peft import LoraConfig, get_peft_model
-from transformers import DataCollatorForSeq2Seq, TrainingArguments
+from transformers import DataCollatorForSeq2Seq
 
 from hf_ext.data import arithmetic_dataset
 from hf_ext.data.sft import tokenize_prompt_completion
 from hf_ext.models import tiny_causal_lm
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
 
-
-def _args(tmp_path, **overrides):
-    defaults = dict(
-        output_dir=str(tmp_path),
-        per_device_train_batch_size=4,
-        max_steps=10,
-        learning_rate=0.1,
-        lr_scheduler_type="constant",
-        max_grad_norm=0.0,
-        report_to="none",
-        save_strategy="no",
-        logging_steps=1,
-        seed=0,
-        use_cpu=True,
-        dataloader_pin_memory=False,
-    )
-    return TrainingArguments(**(defaults | overrides))
+# Plain SGD on the estimate, logged every step; the shared CPU settings come from tests/conftest.py.
+ZO_SETTINGS = {
+    "max_steps": 10,
+    "learning_rate": 0.1,
+    "lr_scheduler_type": "constant",
+    "max_grad_norm": 0.0,
+    "logging_steps": 1,
+    "seed": 0,
+}
 
 
 def _regression_data(n=64, seed=0, poison=False):
@@ -47,10 +39,11 @@ def _regression_loss(model, data):
 @pytest.mark.parametrize(
     ("config", "lr"), [(MeZOConfig(eps=1e-3), 0.02), (AGZOConfig(eps=1e-3, rank=6), 0.1)], ids=["mezo", "agzo"]
 )
-def test_zo_training_reduces_a_least_squares_loss(tmp_path, make_least_squares, config, lr):
+def test_zo_training_reduces_a_least_squares_loss(training_args, make_least_squares, config, lr):
     model, data = make_least_squares(), _regression_data()
     before = _regression_loss(model, data)
-    trainer = ZOTrainer(model, _args(tmp_path, max_steps=200, learning_rate=lr), train_dataset=data, zo_config=config)
+    args = training_args(**ZO_SETTINGS | dict(max_steps=200, learning_rate=lr))
+    trainer = ZOTrainer(model, args, train_dataset=data, zo_config=config)
     trainer.train()
     after = _regression_loss(model, data)
     assert after < 0.5 * before, (before, after)
@@ -59,24 +52,28 @@ def test_zo_training_reduces_a_least_squares_loss(tmp_path, make_least_squares, 
     assert all("grad_norm" not in entry for entry in trainer.state.log_history)
 
 
-def test_gradient_accumulation_estimates_the_accumulated_batch(tmp_path, make_least_squares):
+def test_gradient_accumulation_estimates_the_accumulated_batch(training_args, make_least_squares):
     data = _regression_data(n=32)
     results = []
     for batch, accumulation in ((8, 1), (4, 2)):
         model = make_least_squares(seed=3)
-        args = _args(tmp_path, per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation, max_steps=3)
+        shape = dict(per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation, max_steps=3)
+        args = training_args(**ZO_SETTINGS | shape)
         # On a quadratic the central difference is exact for any eps; a large one limits fp32 rounding.
         ZOTrainer(model, args, train_dataset=data, zo_config=MeZOConfig(eps=0.1)).train()
         results.append(model.proj.weight.detach().clone())
     torch.testing.assert_close(results[0], results[1], atol=1e-5, rtol=1e-4)
 
 
-def test_non_finite_loss_skips_the_step_and_leaves_parameters_exactly(tmp_path, make_least_squares):
+def test_non_finite_loss_skips_the_step_and_leaves_parameters_exactly(training_args, make_least_squares):
     model = make_least_squares()
     before = model.proj.weight.detach().clone()
     config = MeZOConfig(other_params="isotropic", weight_decay=0.1)
     trainer = ZOTrainer(
-        model, _args(tmp_path, max_steps=3), train_dataset=_regression_data(poison=True), zo_config=config
+        model,
+        training_args(**ZO_SETTINGS | dict(max_steps=3)),
+        train_dataset=_regression_data(poison=True),
+        zo_config=config,
     )
     trainer.train()
     assert torch.equal(model.proj.weight, before)
@@ -88,13 +85,15 @@ def _lm_data(tokenizer, n=24):
     return data.map(tokenize_prompt_completion, fn_kwargs={"tokenizer": tokenizer}, remove_columns=data.column_names)
 
 
-def test_resumed_run_continues_exactly_as_an_uninterrupted_one(tmp_path):
+def test_resumed_run_continues_exactly_as_an_uninterrupted_one(training_args, tmp_path):
     config = AGZOConfig(rank=2, subspace_refresh_interval=3, eps=1e-2)
     finals = []
     for resume in (False, True):
         model, tokenizer = tiny_causal_lm(seed=2)
         out = tmp_path / f"run-{resume}"
-        args = _args(out, max_steps=5, save_strategy="steps", save_steps=2, learning_rate=1e-3)
+        args = training_args(
+            **ZO_SETTINGS | dict(output_dir=out, max_steps=5, save_strategy="steps", save_steps=2, learning_rate=1e-3)
+        )
         collator = DataCollatorForSeq2Seq(tokenizer, padding=True)
         trainer = ZOTrainer(model, args, train_dataset=_lm_data(tokenizer), data_collator=collator, zo_config=config)
         if resume:
@@ -112,11 +111,11 @@ def test_resumed_run_continues_exactly_as_an_uninterrupted_one(tmp_path):
     assert all(torch.equal(finals[0][n], finals[1][n]) for n in finals[0])
 
 
-def test_peft_lora_model_trains_only_its_adapters(tmp_path):
+def test_peft_lora_model_trains_only_its_adapters(training_args):
     model, tokenizer = tiny_causal_lm(seed=4)
     model = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"], lora_dropout=0.1))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    args = _args(tmp_path, max_steps=3, learning_rate=1e-2)
+    args = training_args(**ZO_SETTINGS | dict(max_steps=3, learning_rate=1e-2))
     collator = DataCollatorForSeq2Seq(tokenizer, padding=True)
     ZOTrainer(
         model, args, train_dataset=_lm_data(tokenizer), data_collator=collator, zo_config=AGZOConfig(rank=2)
@@ -135,6 +134,9 @@ def test_peft_lora_model_trains_only_its_adapters(tmp_path):
         ({}, {"optimizers": (torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1), None)}, "only a scheduler"),
     ],
 )
-def test_unsupported_arguments_are_rejected_at_construction(tmp_path, make_least_squares, overrides, kwargs, message):
+def test_unsupported_arguments_are_rejected_at_construction(
+    training_args, make_least_squares, overrides, kwargs, message
+):
+    args = training_args(**ZO_SETTINGS | overrides)
     with pytest.raises((ValueError, TypeError), match=message):
-        ZOTrainer(make_least_squares(), _args(tmp_path, **overrides), train_dataset=_regression_data(), **kwargs)
+        ZOTrainer(make_least_squares(), args, train_dataset=_regression_data(), **kwargs)

@@ -27,6 +27,7 @@ import torch
 from botorch.test_functions import Ackley, Branin, Hartmann
 from trl import TrlParser
 
+from hf_ext._validation import check_finite_fields
 from hf_ext.companion.bo import BayesianOptimization, FrequencyLimitedAdversary, regret_curves
 from hf_ext.companion.bo.adversary import PLACEMENTS
 from hf_ext.plotting import plot_bands
@@ -78,6 +79,7 @@ class BORobustArguments:
     quick: bool = field(default=False, metadata={"help": "One objective, one seed, 10 rounds: an end-to-end check."})
 
     def __post_init__(self):
+        check_finite_fields(self)
         for name, chosen, allowed in (("methods", self.methods, METHODS), ("objectives", self.objectives, OBJECTIVES)):
             unknown = [value for value in chosen if value not in allowed]
             if unknown or not chosen:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import torch
 from trl import DPOConfig, DPOTrainer
 
+from .._validation import check_finite_fields
 from .regularizer import REGULARIZER_FORMS, log_total_probability, probability_regularizer
 
 PAIR_COLUMNS = ("chosen", "rejected")
@@ -56,6 +57,7 @@ class RegularizedDPOConfig(DPOConfig, TotalProbabilityArguments):
     """``trl.DPOConfig`` plus the total-probability regularizer, anchored at the reference model's ``log P``."""
 
     def __post_init__(self):
+        check_finite_fields(self)
         super().__post_init__()
         self.check_regularizer()
         if self.ld_alpha is not None:

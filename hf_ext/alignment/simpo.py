@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import DataLoader
 from trl.experimental.cpo import CPOConfig, CPOTrainer
 
+from .._validation import check_finite_fields
 from .dpo import TotalProbabilityArguments, require_pair_columns
 from .regularizer import log_total_probability, probability_regularizer
 
@@ -27,6 +28,7 @@ class RegularizedSimPOConfig(CPOConfig, TotalProbabilityArguments):
     remove_unused_columns: bool = field(default=False, metadata={"help": "The pairwise collator needs all columns."})
 
     def __post_init__(self):
+        check_finite_fields(self)
         super().__post_init__()
         self.check_regularizer()
         if self.loss_type != "simpo" or self.cpo_alpha != 0:

@@ -12,6 +12,8 @@ from torch import nn
 from torch.nn import functional as F
 from transformers import Trainer, TrainingArguments
 
+from .._validation import check_finite_fields
+
 
 @dataclass
 class LogitDistillationConfig(TrainingArguments):
@@ -25,11 +27,14 @@ class LogitDistillationConfig(TrainingArguments):
     )
 
     def __post_init__(self):
+        check_finite_fields(self)
         super().__post_init__()
         if not self.distill_temperature > 0:
-            raise ValueError(f"`distill_temperature` must be > 0, got {self.distill_temperature}")
+            raise ValueError(
+                f"LogitDistillationConfig: `distill_temperature` must be > 0, got {self.distill_temperature}"
+            )
         if not self.lm_loss_weight >= 0:
-            raise ValueError(f"`lm_loss_weight` must be >= 0, got {self.lm_loss_weight}")
+            raise ValueError(f"LogitDistillationConfig: `lm_loss_weight` must be >= 0, got {self.lm_loss_weight}")
 
 
 def distillation_loss(

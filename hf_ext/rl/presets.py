@@ -8,6 +8,8 @@ gradient, so it needs a learning rate orders of magnitude above AdamW's (``LEARN
 import torch
 from trl import GRPOConfig
 
+from .._validation import check_finite
+
 # Swept on SmolLM2-135M-Instruct, arithmetic, 30 steps (README, RLVR section): SGD 0.1 collapsed
 # the held-out reward, 0.01 and 0.03 raised it (0.03 more); AdamW 1e-6 moved it little.
 LEARNING_RATES = {"sgd": 3e-2, "adamw": 1e-5}
@@ -36,6 +38,8 @@ def grpo_preset(optimizer: str, **overrides) -> GRPOConfig:
     if fixed:
         raise ValueError(f"grpo_preset: {fixed} are set by the {optimizer!r} preset; pick the other preset instead")
     bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    for name, value in overrides.items():  # the preset's own settings are finite; GRPOConfig checks none
+        check_finite("grpo_preset", name, value)
     settings = COMMON_SETTINGS | {"bf16": bf16, "learning_rate": LEARNING_RATES[optimizer]}
     return GRPOConfig(**settings | OPTIMIZER_SETTINGS[optimizer] | overrides)
 

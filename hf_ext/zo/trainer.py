@@ -8,6 +8,7 @@ import torch
 from torch import nn
 from transformers import Trainer
 
+from .._validation import check_finite_fields
 from .config import AGZOConfig, ZOConfig
 from .estimator import estimate_projected_gradients
 from .optimizer import ZOOptimizer
@@ -68,6 +69,8 @@ class ZOTrainer(Trainer):
         return {"abs_grad_sum": 0.0, "abs_grad_max": 0.0, "num_grads": 0, "forwards": 0, "skipped": 0}
 
     def _check_args(self) -> None:
+        # A NaN learning rate gives finite losses and NaN weights: nothing would skip those steps.
+        check_finite_fields(self.args)
         if self.args.max_grad_norm:
             raise ValueError(
                 f"ZOTrainer: `max_grad_norm` must be 0 (zeroth-order steps compute no gradient to clip), "

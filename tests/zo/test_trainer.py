@@ -131,6 +131,7 @@ def test_peft_lora_model_trains_only_its_adapters(tmp_path):
     [
         ({"max_grad_norm": 1.0}, {}, "`max_grad_norm` must be 0"),
         ({"weight_decay": 0.1}, {}, "zo_config.weight_decay"),
+        ({"learning_rate": math.nan}, {}, "TrainingArguments: `learning_rate` must be a finite number"),
         ({}, {"zo_config": {"eps": 1e-3}}, "`zo_config` must be an AGZOConfig or MeZOConfig"),
         ({}, {"optimizers": (torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1), None)}, "only a scheduler"),
     ],

@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers import Trainer, TrainingArguments
 
-from .._validation import check_finite_fields
+from .._validation import check_finite_fields, check_finite_loss
 
 
 @dataclass
@@ -62,7 +62,8 @@ class LogitDistillationTrainer(Trainer):
     """A ``Trainer`` whose loss is :func:`distillation_loss` against a frozen ``teacher_model``.
 
     The dataset needs ``input_ids`` and ``labels`` (``attention_mask`` optional), as causal-LM
-    collators produce. The teacher is moved to the training device and kept in eval mode.
+    collators produce. The teacher is moved to the training device and kept in eval mode. A NaN or
+    inf training loss raises ``FloatingPointError`` naming the step, before its backward.
     """
 
     # The loss is a per-micro-batch mean: let Trainer divide it by the accumulation steps.
@@ -88,6 +89,8 @@ class LogitDistillationTrainer(Trainer):
         )
         for name in self._distill_metrics:
             self._distill_metrics[name].append(losses[name].item())
+        if model.training:
+            check_finite_loss(type(self).__name__, losses["loss"], self.state.global_step + 1)
         return (losses["loss"], outputs) if return_outputs else losses["loss"]
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:

@@ -3,6 +3,11 @@
 In RLVR, AdamW's momentum and per-parameter scaling buy little: plain SGD keeps no optimizer
 state, and its updates are reported to be extremely sparse. SGD's step is the raw (clipped)
 gradient, so it needs a learning rate orders of magnitude above AdamW's (``LEARNING_RATES``).
+
+A NaN or inf loss is logged as NaN (``logging_nan_inf_filter`` off): TRL's ``GRPOTrainer`` still
+takes that step, so the log must show it rather than the Trainer's running mean of the finite
+losses. Rewards, the usual source, are refused when non-finite by ``checked_reward``, and
+``save_sparse_delta`` refuses to checkpoint NaN weights.
 """
 
 import torch
@@ -27,6 +32,7 @@ COMMON_SETTINGS = {
     "activation_checkpointing": False,
     "dataloader_pin_memory": False,
     "report_to": "none",
+    "logging_nan_inf_filter": False,
 }
 
 

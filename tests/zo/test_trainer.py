@@ -81,6 +81,9 @@ def test_non_finite_loss_skips_the_step_and_leaves_parameters_exactly(tmp_path, 
     trainer.train()
     assert torch.equal(model.proj.weight, before)
     assert sum(entry.get("zo/skipped_steps", 0) for entry in trainer.state.log_history) == 3
+    # Not the Trainer's logging_nan_inf_filter running mean (0.0 at the first step): the losses were NaN.
+    losses = [entry[key] for entry in trainer.state.log_history for key in ("loss", "train_loss") if key in entry]
+    assert len(losses) == 4 and all(math.isnan(loss) for loss in losses)
 
 
 def _lm_data(tokenizer, n=24):

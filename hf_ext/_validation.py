@@ -1,7 +1,8 @@
-"""Checks shared by every config: a NaN or infinite number is refused by name at construction.
+"""Checks shared by every config and trainer: a NaN or infinite number is refused by name.
 
 A NaN coefficient passes every ``x < 0`` test and then turns the weights into NaN while the
-logged loss still reads finite, so each config runs :func:`check_finite_fields` first.
+logged loss still reads finite, so each config runs :func:`check_finite_fields` first, and the
+gradient trainers run :func:`check_finite_loss` on each training loss before its backward.
 """
 
 import dataclasses
@@ -37,3 +38,17 @@ def check_finite_fields(config, allow_infinite: Iterable[str] = ()) -> None:
     allow_infinite = set(allow_infinite)
     for field in dataclasses.fields(config):
         check_finite(owner, field.name, getattr(config, field.name), field.name in allow_infinite)
+
+
+def check_finite_loss(owner: str, loss, step: int) -> None:
+    """Raise ``FloatingPointError`` naming ``step`` if the training ``loss`` (a scalar tensor) is NaN or infinite.
+
+    Call it before the backward: transformers' Trainer would log such a loss as the running mean of
+    the finite ones (``logging_nan_inf_filter``) and still step on its NaN gradients.
+    """
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise FloatingPointError(
+            f"{owner}: the training loss is {value} at step {step}; stopped before its gradients reach the weights "
+            "(look for NaN/inf inputs, or a learning rate or loss coefficient that is too large)"
+        )

@@ -19,6 +19,7 @@ from accelerate import PartialState
 from transformers import DataCollatorWithPadding, TrainingArguments, set_seed
 from trl import TrlParser
 
+from hf_ext._validation import check_finite_fields
 from hf_ext.data import docstring_classification
 from hf_ext.models import load_minilm
 from hf_ext.plotting import loss_curve, plot_curves
@@ -39,6 +40,7 @@ class AGZOFinetuneArguments:
     rank: int = field(default=AGZOConfig.rank, metadata={"help": "AGZO subspace rank."})
 
     def __post_init__(self):
+        check_finite_fields(self)
         unknown = sorted(set(self.methods) - set(METHODS))
         if unknown or not self.methods:
             raise ValueError(f"`methods` must be a non-empty subset of {list(METHODS)}, got {self.methods}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from accelerate import PartialState
 from trl import TrlParser
 
+from hf_ext._validation import check_finite_fields
 from hf_ext.data import stdlib_corpus
 from hf_ext.evaluation import perplexity
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
@@ -58,6 +59,7 @@ class BinarizeArguments:
     eval_blocks: int = field(default=64, metadata={"help": "Held-out blocks for perplexity (files not trained on)."})
 
     def __post_init__(self):
+        check_finite_fields(self)
         if self.model not in CAUSAL_LMS:
             raise ValueError(f"`model` must be one of {sorted(CAUSAL_LMS)}, got {self.model!r}")
         if self.init not in INITS:

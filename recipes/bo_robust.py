@@ -38,6 +38,7 @@ from gpytorch.utils.warnings import GPInputWarning, NumericalWarning
 from tqdm.auto import tqdm
 from trl import TrlParser
 
+from hf_ext._validation import check_finite_fields
 from hf_ext.companion.bo import (
     BayesianOptimization,
     BayesianOptimizationConfig,
@@ -110,6 +111,7 @@ class BORobustArguments:
     quick: bool = field(default=False, metadata={"help": "One objective, one seed, 10 rounds: an end-to-end check."})
 
     def __post_init__(self):
+        check_finite_fields(self)
         for name, chosen, allowed in (("methods", self.methods, METHODS), ("objectives", self.objectives, OBJECTIVES)):
             unknown = [value for value in chosen if value not in allowed]
             if unknown or not chosen:

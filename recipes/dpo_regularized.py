@@ -21,6 +21,7 @@ from transformers import set_seed
 from trl import TrlParser
 
 import hf_ext.alignment as alignment
+from hf_ext._validation import check_finite_fields
 from hf_ext.data import preference_dataset
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
@@ -43,6 +44,7 @@ class PreferenceRecipeArguments:
     num_eval: int = field(default=64, metadata={"help": "Held-out pairs (drawn with seed + 1)."})
 
     def __post_init__(self):
+        check_finite_fields(self)
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"`algorithm` must be one of {list(ALGORITHMS)}, got {self.algorithm!r}")
         unknown = sorted(set(self.variants) - set(VARIANTS))

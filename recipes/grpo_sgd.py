@@ -20,6 +20,7 @@ from accelerate import PartialState
 from transformers import set_seed
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
+from hf_ext._validation import check_finite_fields
 from hf_ext.data import arithmetic_dataset, arithmetic_reward, final_number_format_reward
 from hf_ext.evaluation import arithmetic_accuracy
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
@@ -54,6 +55,7 @@ class GRPOSGDArguments:
     )
 
     def __post_init__(self):
+        check_finite_fields(self)
         unknown = sorted(set(self.optimizers) - set(OPTIMIZER_SETTINGS))
         if unknown or not self.optimizers:
             raise ValueError(

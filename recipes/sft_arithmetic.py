@@ -14,6 +14,7 @@ from accelerate import PartialState
 from transformers import DataCollatorForSeq2Seq, Trainer, TrainingArguments
 from trl import TrlParser
 
+from hf_ext._validation import check_finite_fields
 from hf_ext.data import arithmetic_dataset
 from hf_ext.data.sft import tokenize_prompt_completion
 from hf_ext.evaluation import arithmetic_accuracy
@@ -32,6 +33,7 @@ class SFTArithmeticArguments:
     eval_batch_size: int = field(default=16, metadata={"help": "Prompts per generation batch."})
 
     def __post_init__(self):
+        check_finite_fields(self)
         if self.model not in CAUSAL_LMS:
             raise ValueError(f"`model` must be one of {sorted(CAUSAL_LMS)}, got {self.model!r}")
 

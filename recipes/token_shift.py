@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from trl import TrlParser
 
+from hf_ext._validation import check_finite_fields
 from hf_ext.alignment import token_shift, write_report
 from hf_ext.data import preference_dataset
 from hf_ext.models import check_causal_lm, load_causal_lm
@@ -30,6 +31,7 @@ class TokenShiftArguments:
     output_dir: str = field(default="outputs/token_shift", metadata={"help": "Where the JSON and PNG go."})
 
     def __post_init__(self):
+        check_finite_fields(self)
         check_causal_lm("policy", self.policy)
         check_causal_lm("reference", self.reference)
 

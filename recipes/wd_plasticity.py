@@ -28,6 +28,7 @@ from accelerate import PartialState
 from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
+from hf_ext._validation import check_finite_fields
 from hf_ext.data import arithmetic_dataset, docstring_classification, stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.plasticity import (
@@ -86,6 +87,7 @@ class PlasticityArguments:
     finetune_batch_size: int = field(default=16, metadata={"help": "Batch size of both fine-tunings."})
 
     def __post_init__(self):
+        check_finite_fields(self)
         if not self.weight_decays:
             raise ValueError("`weight_decays` must list at least one weight decay, got an empty sweep")
         negative = [value for value in self.weight_decays if value < 0]

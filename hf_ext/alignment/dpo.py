@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import torch
 from trl import DPOConfig, DPOTrainer
 
+from .._validation import check_finite_fields, check_finite_loss
 from .regularizer import REGULARIZER_FORMS, log_total_probability, probability_regularizer
 
 PAIR_COLUMNS = ("chosen", "rejected")
@@ -56,6 +57,7 @@ class RegularizedDPOConfig(DPOConfig, TotalProbabilityArguments):
     """``trl.DPOConfig`` plus the total-probability regularizer, anchored at the reference model's ``log P``."""
 
     def __post_init__(self):
+        check_finite_fields(self)
         super().__post_init__()
         self.check_regularizer()
         if self.ld_alpha is not None:
@@ -74,7 +76,8 @@ class RegularizedDPOTrainer(DPOTrainer):
     fused LM head's ``log_probs``), so the regularizer costs no extra forward. The reference's come
     from TRL's reference forward, or from its precomputed sums divided by the completion lengths.
     Logs ``regularizer/log_p``, ``regularizer/log_p_ref``, ``regularizer/penalty`` and the chosen and
-    rejected mean log-probs.
+    rejected mean log-probs. A NaN or inf training loss raises ``FloatingPointError`` naming the step,
+    before its backward: the Trainer would log it as a finite running mean and train NaN weights.
     """
 
     def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
@@ -105,6 +108,8 @@ class RegularizedDPOTrainer(DPOTrainer):
         if self.args.regularizer_coef:
             loss = loss + self.args.regularizer_coef * penalty.mean()
         self._log_regularizer(chosen, rejected, log_p, log_p_ref, penalty)
+        if model.training:
+            check_finite_loss(type(self).__name__, loss, self.state.global_step + 1)
         return (loss, result[1]) if return_outputs else loss
 
     @staticmethod

@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import DataLoader
 from trl.experimental.cpo import CPOConfig, CPOTrainer
 
+from .._validation import check_finite_fields, check_finite_loss
 from .dpo import TotalProbabilityArguments, require_pair_columns
 from .regularizer import log_total_probability, probability_regularizer
 
@@ -27,6 +28,7 @@ class RegularizedSimPOConfig(CPOConfig, TotalProbabilityArguments):
     remove_unused_columns: bool = field(default=False, metadata={"help": "The pairwise collator needs all columns."})
 
     def __post_init__(self):
+        check_finite_fields(self)
         super().__post_init__()
         self.check_regularizer()
         if self.loss_type != "simpo" or self.cpo_alpha != 0:
@@ -37,7 +39,10 @@ class RegularizedSimPOConfig(CPOConfig, TotalProbabilityArguments):
 
 
 class RegularizedSimPOTrainer(CPOTrainer):
-    """SimPO whose per-pair loss adds ``regularizer_coef * penalty(log P, log P before training)``."""
+    """SimPO whose per-pair loss adds ``regularizer_coef * penalty(log P, log P before training)``.
+
+    A NaN or inf training loss raises ``FloatingPointError`` naming the step, before its backward.
+    """
 
     def __init__(self, model=None, args=None, data_collator=None, train_dataset=None, eval_dataset=None, **kwargs):
         for name, dataset in (("train", train_dataset), ("eval", eval_dataset)):
@@ -65,6 +70,8 @@ class RegularizedSimPOTrainer(CPOTrainer):
     def get_batch_loss_metrics(self, model, batch, train_eval="train"):
         self._batch_anchors = batch[ANCHOR_COLUMN]
         loss, metrics = super().get_batch_loss_metrics(model, batch, train_eval)
+        if train_eval == "train":
+            check_finite_loss(type(self).__name__, loss, self.state.global_step + 1)
         prefix = "eval_" if train_eval == "eval" else ""
         metrics.update({prefix + name: value for name, value in self._regularizer_metrics.items()})
         return loss, metrics

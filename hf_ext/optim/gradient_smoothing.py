@@ -25,6 +25,8 @@ from torch import nn
 
 from hf_ext.kernels import depth_smooth
 
+from .._validation import check_finite
+
 KERNELS = ("uniform", "triangular", "gaussian")
 MODES = ("update", "gradient")
 BOUNDARIES = ("renormalize", "truncate")
@@ -167,6 +169,8 @@ class GradientSmoothing(torch.optim.Optimizer):
             )
         if mode not in MODES:
             raise ValueError(f"GradientSmoothing: `mode` must be one of {list(MODES)}, got {mode!r}")
+        for name, value in (("window", window), ("sigma", sigma), ("weights", weights)):
+            check_finite("GradientSmoothing", name, value)
         if blocks is None:
             _, blocks = find_blocks(model)
         elif isinstance(blocks, str):

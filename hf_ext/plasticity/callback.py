@@ -8,6 +8,7 @@ from datasets import Dataset
 from transformers import TrainerCallback
 
 from .._trainer_logs import add_to_logs
+from .._validation import check_finite
 from .metrics import attention_entropy, linear_probe_accuracy, query_key_norms, weight_statistics
 
 
@@ -55,8 +56,11 @@ class PlasticityCallback(TrainerCallback):
             )
         if len(set(probe_dataset["label"])) < 2:
             raise ValueError("PlasticityCallback: `probe_dataset` must have at least two distinct labels")
-        if every < 1:
-            raise ValueError(f"PlasticityCallback: `every` must be >= 1, got {every}")
+        for name, value in (("every", every), ("batch_size", batch_size)):
+            check_finite("PlasticityCallback", name, value)
+            if value < 1:
+                raise ValueError(f"PlasticityCallback: `{name}` must be >= 1, got {value}")
+        check_finite("PlasticityCallback", "probe_test_fraction", probe_test_fraction)
         if not 0 < probe_test_fraction < 1:
             raise ValueError(f"PlasticityCallback: `probe_test_fraction` must be in (0, 1), got {probe_test_fraction}")
         self.probe_dataset, self.every, self.loss_datasets = probe_dataset, every, loss_datasets

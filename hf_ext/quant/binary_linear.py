@@ -17,6 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .._validation import check_finite
+
 INITS = ("svid", "mean_abs")
 
 
@@ -99,6 +101,7 @@ class ProgressiveBinaryLinear(nn.Linear):
         dtype=None,
     ):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        check_finite("ProgressiveBinaryLinear", "ste_clip", ste_clip)
         if ste_clip is not None and not ste_clip > 0:
             raise ValueError(f"ProgressiveBinaryLinear: `ste_clip` must be > 0 or None, got {ste_clip}")
         self.ste_clip = ste_clip

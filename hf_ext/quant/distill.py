@@ -17,6 +17,8 @@ from torch import nn
 from torch.nn import functional as F
 from transformers import Trainer, TrainingArguments
 
+from .._validation import check_finite_fields, check_finite_loss
+
 
 @dataclass
 class LogitDistillationConfig(TrainingArguments):
@@ -30,11 +32,14 @@ class LogitDistillationConfig(TrainingArguments):
     )
 
     def __post_init__(self):
+        check_finite_fields(self)
         super().__post_init__()
         if not self.distill_temperature > 0:
-            raise ValueError(f"`distill_temperature` must be > 0, got {self.distill_temperature}")
+            raise ValueError(
+                f"LogitDistillationConfig: `distill_temperature` must be > 0, got {self.distill_temperature}"
+            )
         if not self.lm_loss_weight >= 0:
-            raise ValueError(f"`lm_loss_weight` must be >= 0, got {self.lm_loss_weight}")
+            raise ValueError(f"LogitDistillationConfig: `lm_loss_weight` must be >= 0, got {self.lm_loss_weight}")
 
 
 def distillation_loss(
@@ -62,7 +67,8 @@ class LogitDistillationTrainer(Trainer):
     """A ``Trainer`` whose loss is :func:`distillation_loss` against a frozen ``teacher_model``.
 
     The dataset needs ``input_ids`` and ``labels`` (``attention_mask`` optional), as causal-LM
-    collators produce. The teacher is moved to the training device and kept in eval mode.
+    collators produce. The teacher is moved to the training device and kept in eval mode. A NaN or
+    inf training loss raises ``FloatingPointError`` naming the step, before its backward.
     """
 
     # The loss is a per-micro-batch mean: let Trainer divide it by the accumulation steps.
@@ -88,6 +94,8 @@ class LogitDistillationTrainer(Trainer):
         )
         for name in self._distill_metrics:
             self._distill_metrics[name].append(losses[name].item())
+        if model.training:
+            check_finite_loss(type(self).__name__, losses["loss"], self.state.global_step + 1)
         return (losses["loss"], outputs) if return_outputs else losses["loss"]
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:

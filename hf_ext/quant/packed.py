@@ -10,13 +10,14 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
+from transformers.utils import CONFIG_NAME
 
 from hf_ext.kernels import pack_signs, packed_binary_matmul
 
+from .._files import open_safetensors, read_json
 from .._tied import split_tied
 from .convert import binary_layers
 
@@ -102,7 +103,7 @@ def _read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     file = path / PACKED_FILE
     if not file.is_file():
         raise ValueError(f"load_packed: no {PACKED_FILE} in {str(path)!r}; write one with save_packed")
-    with safe_open(file, framework="pt") as handle:
+    with open_safetensors(file, "load_packed") as handle:
         metadata = handle.metadata() or {}
         if metadata.get("format") != FORMAT:
             raise ValueError(f"load_packed: {str(file)!r} is not a {FORMAT} file (format {metadata.get('format')!r})")
@@ -119,6 +120,7 @@ def load_packed(path: str | Path, model: PreTrainedModel | None = None) -> PreTr
     path = Path(path)
     tensors, metadata = _read(path)
     if model is None:
+        read_json(path / CONFIG_NAME, "load_packed")  # AutoConfig would blame a missing file on its model_type
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path))
     layers = json.loads(metadata["binary_layers"])
     for name, (in_features, out_features, bias) in layers.items():

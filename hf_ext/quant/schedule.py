@@ -5,6 +5,7 @@ import math
 from transformers import TrainerCallback
 
 from .._trainer_logs import add_to_logs
+from .._validation import check_finite
 from .convert import binary_layers, set_binarization_mix
 
 SCHEDULES = ("linear", "cosine", "step")
@@ -45,6 +46,8 @@ class ProgressiveBinarizationCallback(TrainerCallback):
             raise ValueError(
                 f"ProgressiveBinarizationCallback: `schedule` must be one of {list(SCHEDULES)}, got {schedule!r}"
             )
+        for name, value in (("start", start), ("end", end), ("num_stages", num_stages)):
+            check_finite("ProgressiveBinarizationCallback", name, value)
         if start < 0:
             raise ValueError(f"ProgressiveBinarizationCallback: `start` must be >= 0, got {start}")
         if end is not None and end <= start:

@@ -13,9 +13,10 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from transformers import TrainerCallback
 
+from .._files import open_safetensors
 from .._tied import split_tied
 
 FORMAT = "hf_ext.sparse_delta/1"
@@ -92,20 +93,15 @@ def save_sparse_delta(model, base, path: str | Path) -> dict[str, int]:
     return {"changed": changed, "total": total, "bytes": path.stat().st_size}
 
 
-def read_delta_metadata(path: str | Path) -> dict[str, str]:
-    """The metadata stored with a delta: its format and the fingerprint of the base it was taken against."""
-    with open(path, "rb") as handle:
-        header_size = int.from_bytes(handle.read(8), "little")
-        return json.loads(handle.read(header_size)).get("__metadata__", {})
-
-
 def apply_sparse_delta(base, path: str | Path):
     """Write the delta at ``path`` into ``base`` (a model or state dict, in place) and return it.
 
     Refuses, before touching anything, a ``base`` whose fingerprint differs from the one the
-    delta was saved against.
+    delta was saved against, and a file that is missing, truncated or not a sparse delta.
     """
-    metadata = read_delta_metadata(path)
+    with open_safetensors(path, "apply_sparse_delta") as handle:
+        metadata = handle.metadata() or {}
+        tensors = {key: handle.get_tensor(key) for key in handle.keys()}
     if metadata.get("format") != FORMAT:
         raise ValueError(f"apply_sparse_delta: {str(path)!r} is not a sparse delta (format {metadata.get('format')!r})")
     state = _state(base)
@@ -115,7 +111,6 @@ def apply_sparse_delta(base, path: str | Path):
             f"apply_sparse_delta: `base` does not match the model the delta was saved against (fingerprint "
             f"{fingerprint[:12]} != {metadata['base_fingerprint'][:12]})"
         )
-    tensors = load_file(str(path))
     with torch.no_grad():
         for key, stored in tensors.items():
             name, kind = key.rsplit("::", 1)

@@ -3,10 +3,17 @@
 In RLVR, AdamW's momentum and per-parameter scaling buy little: plain SGD keeps no optimizer
 state, and its updates are reported to be extremely sparse. SGD's step is the raw (clipped)
 gradient, so it needs a learning rate orders of magnitude above AdamW's (``LEARNING_RATES``).
+
+A NaN or inf loss is logged as NaN (``logging_nan_inf_filter`` off): TRL's ``GRPOTrainer`` still
+takes that step, so the log must show it rather than the Trainer's running mean of the finite
+losses. Rewards, the usual source, are refused when non-finite by ``checked_reward``, and
+``save_sparse_delta`` refuses to checkpoint NaN weights.
 """
 
 import torch
 from trl import GRPOConfig
+
+from .._validation import check_finite
 
 # Swept on SmolLM2-135M-Instruct, arithmetic, 30 steps (README, RLVR section): SGD 0.1 collapsed
 # the held-out reward, 0.01 and 0.03 raised it (0.03 more); AdamW 1e-6 moved it little.
@@ -25,6 +32,7 @@ COMMON_SETTINGS = {
     "activation_checkpointing": False,
     "dataloader_pin_memory": False,
     "report_to": "none",
+    "logging_nan_inf_filter": False,
 }
 
 
@@ -36,6 +44,8 @@ def grpo_preset(optimizer: str, **overrides) -> GRPOConfig:
     if fixed:
         raise ValueError(f"grpo_preset: {fixed} are set by the {optimizer!r} preset; pick the other preset instead")
     bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    for name, value in overrides.items():  # the preset's own settings are finite; GRPOConfig checks none
+        check_finite("grpo_preset", name, value)
     settings = COMMON_SETTINGS | {"bf16": bf16, "learning_rate": LEARNING_RATES[optimizer]}
     return GRPOConfig(**settings | OPTIMIZER_SETTINGS[optimizer] | overrides)
 

@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from .._validation import check_finite_fields
+
 ESTIMATORS = ("two_point", "one_point")
 OTHER_PARAMS = ("isotropic", "frozen")
 
@@ -47,6 +49,7 @@ class ZOConfig:
     )
 
     def __post_init__(self):
+        check_finite_fields(self)
         if not self.eps > 0:
             raise ValueError(f"{type(self).__name__}: `eps` must be > 0, got {self.eps}")
         if not (isinstance(self.num_perturbations, int) and self.num_perturbations >= 1):

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 from transformers import Trainer
 
+from .._validation import check_finite_fields
 from .config import AGZOConfig, ZOConfig
 from .estimator import estimate_projected_gradients
 from .optimizer import ZOOptimizer
@@ -32,8 +33,9 @@ class ZOTrainer(Trainer):
     - Multi-process (``accelerate launch``): the model is not wrapped in DDP. Every process uses
       the same seeds and averages its losses with the others (one scalar per forward); AGZO also
       sums each layer's range-finder sketch across processes so all use one subspace.
-    - A NaN or inf loss skips the step (logged as ``zo/skipped_steps``); parameters stay exactly
-      as they were.
+    - A NaN or inf loss skips the step (counted in ``zo/skipped_steps``); parameters stay exactly
+      as they were, and the logged ``loss`` of that logging window (and the run's ``train_loss``)
+      is NaN, where the Trainer's ``logging_nan_inf_filter`` would show a running mean.
     """
 
     def __init__(self, model=None, args=None, *trainer_args, zo_config: ZOConfig | None = None, **kwargs):
@@ -61,6 +63,7 @@ class ZOTrainer(Trainer):
         self.accelerator.prepare_model = functools.partial(self.accelerator.prepare_model, evaluation_mode=True)
         self._step_of_last_micro_batch: int | None = None
         self._window = self._empty_window()
+        self._skipped_steps = 0
 
     @staticmethod
     def _empty_window() -> dict[str, float]:
@@ -68,6 +71,8 @@ class ZOTrainer(Trainer):
         return {"abs_grad_sum": 0.0, "abs_grad_max": 0.0, "num_grads": 0, "forwards": 0, "skipped": 0}
 
     def _check_args(self) -> None:
+        # A NaN learning rate gives finite losses and NaN weights: nothing would skip those steps.
+        check_finite_fields(self.args)
         if self.args.max_grad_norm:
             raise ValueError(
                 f"ZOTrainer: `max_grad_norm` must be 0 (zeroth-order steps compute no gradient to clip), "
@@ -118,6 +123,7 @@ class ZOTrainer(Trainer):
         accumulation = self.current_gradient_accumulation_steps
         if not estimate.finite:
             self._window["skipped"] += 1
+            self._skipped_steps += 1
             logger.warning("ZOTrainer: non-finite loss at step %d; the step is skipped", step)
             self.zo_optimizer.skip_step()
             return torch.tensor(math.nan, device=self.args.device)
@@ -132,10 +138,14 @@ class ZOTrainer(Trainer):
         logs.pop("grad_norm", None)  # the Trainer reports 0.0: there is no gradient
         if "loss" in logs:
             window = self._window
+            if window["skipped"]:
+                logs["loss"] = math.nan
             if window["num_grads"]:
                 logs["zo/projected_grad_abs_mean"] = window["abs_grad_sum"] / window["num_grads"]
                 logs["zo/projected_grad_abs_max"] = window["abs_grad_max"]
             logs["zo/forward_passes"] = window["forwards"]
             logs["zo/skipped_steps"] = window["skipped"]
             self._window = self._empty_window()
+        if "train_loss" in logs and self._skipped_steps:
+            logs["train_loss"] = math.nan
         super().log(logs, start_time)

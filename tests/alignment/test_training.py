@@ -1,4 +1,6 @@
-"""Short training runs of both regularized trainers: gradient accumulation and PEFT LoRA."""
+"""Short training runs of both regularized trainers: gradient accumulation, PEFT LoRA, a NaN loss."""
+
+import math
 
 import pytest
 import torch
@@ -19,7 +21,7 @@ ALGORITHMS = {
 }
 
 
-def _train(algorithm, training_args, peft_config=None, **overrides):
+def _trainer(algorithm, training_args, peft_config=None, **overrides):
     trainer_class, config_class = ALGORITHMS[algorithm]
     model, tokenizer = tiny_causal_lm(seed=0)
     reference = {"ref_model": tiny_causal_lm(seed=1)[0]} if algorithm == "dpo" and peft_config is None else {}
@@ -40,6 +42,11 @@ def _train(algorithm, training_args, peft_config=None, **overrides):
         peft_config=peft_config,
         **reference,
     )
+    return trainer
+
+
+def _train(algorithm, training_args, peft_config=None, **overrides):
+    trainer = _trainer(algorithm, training_args, peft_config, **overrides)
     trainer.train()
     return trainer
 
@@ -67,3 +74,15 @@ def test_lora_training_moves_only_the_adapter_and_logs_the_regularizer(training_
             assert torch.equal(param, base[key]), name
     logged = [entry for entry in trainer.state.log_history if "regularizer/log_p" in entry]
     assert len(logged) == 2 and all(torch.isfinite(torch.tensor(entry["loss"])) for entry in logged)
+
+
+@pytest.mark.parametrize("algorithm", ["dpo", "simpo"])
+def test_a_nan_loss_stops_training_naming_the_step_before_the_weights_change(training_args, algorithm):
+    """Issue 16: a NaN coefficient was logged as loss 0.0 (the Trainer's NaN filter) while the weights became NaN."""
+    trainer = _trainer(algorithm, training_args)
+    trainer.args.regularizer_coef = math.nan  # past the config's own check, as any NaN reaching the loss would be
+    before = {name: tensor.clone() for name, tensor in trainer.model.state_dict().items()}
+    with pytest.raises(FloatingPointError, match=r"Trainer: the training loss is nan at step 1;"):
+        trainer.train()
+    assert all(torch.equal(tensor, before[name]) for name, tensor in trainer.model.state_dict().items())
+    assert not [entry for entry in trainer.state.log_history if "loss" in entry]

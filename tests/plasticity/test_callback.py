@@ -61,6 +61,7 @@ def test_metrics_reach_the_trainer_logs_and_the_json_file(training_args, tmp_pat
             "at least two distinct labels",
         ),
         ({"every": 0}, "`every` must be >= 1"),
+        ({"batch_size": 0}, "`batch_size` must be >= 1"),
         ({"probe_test_fraction": 1.0}, r"`probe_test_fraction` must be in \(0, 1\)"),
     ],
 )

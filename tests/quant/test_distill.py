@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from torch.nn import functional as F
@@ -66,3 +68,13 @@ def test_the_trainer_wants_a_distillation_config(tiny_pair, tmp_path):
     model, teacher, _ = tiny_pair
     with pytest.raises(TypeError, match="`args` must be a LogitDistillationConfig"):
         LogitDistillationTrainer(model, teacher, TrainingArguments(output_dir=str(tmp_path)))
+
+
+def test_a_nan_loss_stops_training_naming_the_step_before_the_weights_change(tiny_pair, token_blocks, distill_config):
+    model, teacher, _ = tiny_pair
+    trainer = LogitDistillationTrainer(model, teacher, distill_config(max_steps=2), train_dataset=token_blocks)
+    trainer.args.lm_loss_weight = math.nan  # past the config's own check, as any NaN reaching the loss would be
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    with pytest.raises(FloatingPointError, match=r"LogitDistillationTrainer: the training loss is nan at step 1;"):
+        trainer.train()
+    assert all(torch.equal(tensor, before[name]) for name, tensor in model.state_dict().items())

@@ -105,3 +105,26 @@ def test_metadata_lists_the_binary_layers(binary_model, tmp_path):
     with safe_open(tmp_path / "packed_binary.safetensors", framework="pt") as handle:
         layers = json.loads(handle.metadata()["binary_layers"])
     assert layers["model.layers.0.mlp.gate_proj"] == [16, 64, False]
+
+
+def test_a_truncated_packed_file_is_named(binary_model, tmp_path):
+    save_packed(binary_model, tmp_path)
+    file = tmp_path / "packed_binary.safetensors"
+    file.write_bytes(file.read_bytes()[:-16])
+    with pytest.raises(ValueError, match=r"packed_binary\.safetensors' is truncated or not a safetensors file"):
+        load_packed(tmp_path)
+
+
+def test_a_missing_config_is_named_as_missing(binary_model, tmp_path):
+    save_packed(binary_model, tmp_path)
+    (tmp_path / "config.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"load_packed: '.*config\.json' is missing"):
+        load_packed(tmp_path)
+
+
+def test_a_truncated_config_is_named_as_invalid_json(binary_model, tmp_path):
+    save_packed(binary_model, tmp_path)
+    config = tmp_path / "config.json"
+    config.write_bytes(config.read_bytes()[:40])
+    with pytest.raises(ValueError, match=r"load_packed: '.*config\.json' is not valid JSON"):
+        load_packed(tmp_path)

@@ -60,3 +60,25 @@ def test_a_mostly_changed_tensor_is_stored_whole_and_still_round_trips(tmp_path)
         assert list(stored.keys()) == ["model.norm.weight::dense"]
     restored = apply_sparse_delta(base, tmp_path / "delta.safetensors")
     assert torch.equal(restored.model.norm.weight, model.model.norm.weight)
+
+
+def _truncate(path, keep_bytes: int) -> None:
+    """Cut the file written by our save function, as an interrupted copy or a full disk would."""
+    path.write_bytes(path.read_bytes()[:keep_bytes])
+
+
+@pytest.mark.parametrize("keep", [0, 20, -4], ids=["empty", "inside_the_header", "inside_the_tensors"])
+def test_a_truncated_delta_is_named_and_refused_before_the_base_changes(tmp_path, keep):
+    base, model = _trained_copy([("model.norm.weight", 0, 2.0)])
+    path = tmp_path / "delta.safetensors"
+    save_sparse_delta(model, base, path)
+    _truncate(path, keep if keep >= 0 else path.stat().st_size + keep)
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    with pytest.raises(ValueError, match=r"delta\.safetensors' is truncated or not a safetensors file"):
+        apply_sparse_delta(base, path)
+    assert all(torch.equal(before[k], v) for k, v in base.state_dict().items())
+
+
+def test_a_missing_delta_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"apply_sparse_delta: '.*missing\.safetensors' is missing"):
+        apply_sparse_delta(tiny_causal_lm(seed=0)[0], tmp_path / "missing.safetensors")

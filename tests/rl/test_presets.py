@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 import yaml
@@ -48,3 +50,25 @@ def test_shipped_recipe_config_matches_the_presets():
 def test_unknown_optimizer_or_conflicting_override_is_rejected(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+class _NaNLossGRPOTrainer(GRPOTrainer):
+    def compute_loss(self, *args, **kwargs):
+        return super().compute_loss(*args, **kwargs) * math.nan
+
+
+def test_preset_logs_a_nan_loss_as_nan_not_as_the_running_mean(tmp_path):
+    model, tokenizer = tiny_causal_lm()
+    args = sgd_grpo_config(
+        output_dir=str(tmp_path), max_steps=1, max_completion_length=4, logging_steps=1, use_cpu=True
+    )
+    trainer = _NaNLossGRPOTrainer(
+        model=model,
+        reward_funcs=checked_reward(arithmetic_reward),
+        args=args,
+        train_dataset=arithmetic_dataset(8),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 1 and math.isnan(losses[0])

@@ -78,6 +78,9 @@ def test_non_finite_loss_skips_the_step_and_leaves_parameters_exactly(training_a
     trainer.train()
     assert torch.equal(model.proj.weight, before)
     assert sum(entry.get("zo/skipped_steps", 0) for entry in trainer.state.log_history) == 3
+    # Not the Trainer's logging_nan_inf_filter running mean (0.0 at the first step): the losses were NaN.
+    losses = [entry[key] for entry in trainer.state.log_history for key in ("loss", "train_loss") if key in entry]
+    assert len(losses) == 4 and all(math.isnan(loss) for loss in losses)
 
 
 def _lm_data(tokenizer, n=24):
@@ -130,6 +133,7 @@ def test_peft_lora_model_trains_only_its_adapters(training_args):
     [
         ({"max_grad_norm": 1.0}, {}, "`max_grad_norm` must be 0"),
         ({"weight_decay": 0.1}, {}, "zo_config.weight_decay"),
+        ({"learning_rate": math.nan}, {}, "TrainingArguments: `learning_rate` must be a finite number"),
         ({}, {"zo_config": {"eps": 1e-3}}, "`zo_config` must be an AGZOConfig or MeZOConfig"),
         ({}, {"optimizers": (torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1), None)}, "only a scheduler"),
     ],

@@ -1,0 +1,221 @@
+"""Every config, optimizer and callback of hf_ext refuses a NaN or infinite number by field name, at construction.
+
+The configs are collected, not listed: every dataclass named ``*Config``/``*Arguments`` exported by an hf_ext
+sub-package and every recipe's ``*Arguments`` class, so a new config is covered without editing this file. Fields
+(and keyword arguments) are numeric when their annotation holds ``int``/``float``, alone, optional or in a list.
+A field whose help says what ``inf`` means there may take ``inf``; NaN is refused everywhere.
+"""
+
+import collections.abc
+import dataclasses
+import importlib
+import inspect
+import math
+import pkgutil
+import re
+import types
+import typing
+
+import pytest
+import torch
+from datasets import Dataset
+from torch import nn
+from transformers import TrainerCallback, TrainingArguments
+from trl import GRPOConfig
+
+import hf_ext
+import hf_ext.recipes
+from hf_ext.optim import GradientSmoothing
+from hf_ext.plasticity import PlasticityCallback
+from hf_ext.quant import ProgressiveBinarizationCallback, ProgressiveBinaryLinear, binarize_model
+from hf_ext.rl import UpdateSparsityCallback, grpo_preset
+
+NAN, INF = float("nan"), float("inf")
+# Values for fields that have no default (the recipes' required arguments), by field name.
+REQUIRED_VALUES = {"policy": "tiny"}
+CPU_TRAINING_ARGUMENTS = {"use_cpu": True, "bf16": False, "report_to": "none"}
+INF_DOCUMENTED = re.compile(r"\binf(inite|inity)?\b", re.IGNORECASE)
+
+
+def _numeric_kind(annotation) -> str | None:
+    """'scalar' for int/float (possibly optional), 'sequence' for a list/tuple/Sequence of them, else None."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    for arg in typing.get_args(annotation) if union else (annotation,):
+        if arg in (int, float):
+            return "scalar"
+        is_sequence = typing.get_origin(arg) in (list, tuple, collections.abc.Sequence)
+        if is_sequence and {int, float} & set(typing.get_args(arg)):
+            return "sequence"
+    return None
+
+
+def _exported(predicate) -> dict[str, object]:
+    """Public names of every hf_ext sub-package (and every recipe module) whose object satisfies ``predicate``."""
+    infos = [
+        *pkgutil.walk_packages(hf_ext.__path__, "hf_ext."),
+        *pkgutil.iter_modules(hf_ext.recipes.__path__, "hf_ext.recipes."),  # installed from recipes/
+    ]
+    modules = [importlib.import_module(info.name) for info in infos]
+    found = {}
+    for module in modules:
+        names = getattr(module, "__all__", None)
+        if module.__name__.startswith("hf_ext.recipes."):
+            names = [name for name, obj in vars(module).items() if getattr(obj, "__module__", "") == module.__name__]
+        for name in names or ():
+            obj = getattr(module, name)
+            if predicate(name, obj):
+                found[name] = obj
+    return found
+
+
+def _is_config(name, obj) -> bool:
+    return isinstance(obj, type) and dataclasses.is_dataclass(obj) and name.endswith(("Config", "Arguments"))
+
+
+CONFIGS = _exported(_is_config)
+
+
+def _build_config(cls):
+    def build(**fields):
+        base = CPU_TRAINING_ARGUMENTS if issubclass(cls, TrainingArguments) else {}
+        required = {
+            f.name: REQUIRED_VALUES[f.name]
+            for f in dataclasses.fields(cls)
+            if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        }
+        return cls(**base | required | fields)
+
+    return build
+
+
+def _sgd_preset(**overrides):
+    return grpo_preset("sgd", **CPU_TRAINING_ARGUMENTS | overrides)
+
+
+# name -> (the dataclass whose fields are set, a function building it from fields)
+CONFIG_BUILDERS = {name: (cls, _build_config(cls)) for name, cls in CONFIGS.items()} | {
+    "grpo_preset": (GRPOConfig, _sgd_preset)
+}
+
+
+def _config_cases():
+    for name, (cls, _) in CONFIG_BUILDERS.items():
+        hints = typing.get_type_hints(cls)
+        for field in dataclasses.fields(cls):
+            kind = _numeric_kind(hints[field.name]) if field.init else None
+            if kind:
+                allows_inf = bool(INF_DOCUMENTED.search(field.metadata.get("help", "")))
+                yield pytest.param(name, field.name, kind, allows_inf, id=f"{name}.{field.name}")
+
+
+def _values(kind: str, allows_inf: bool) -> list:
+    numbers = [NAN] if allows_inf else [NAN, INF, -INF]
+    return [number if kind == "scalar" else [number] for number in numbers]
+
+
+def _refusal(name: str) -> str:
+    return rf"`{name}` must be a (finite number|number \(inf allowed)"
+
+
+def test_configs_are_collected_from_every_sub_package_and_recipe():
+    expected = {"AGZOConfig", "RegularizedDPOConfig", "RegularizedSimPOConfig", "LogitDistillationConfig"}
+    assert expected <= CONFIGS.keys()
+    assert {"AGZOFinetuneArguments", "PreferenceRecipeArguments", "TokenShiftArguments"} <= CONFIGS.keys()
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_BUILDERS))
+def test_defaults_are_accepted(name):
+    _, build = CONFIG_BUILDERS[name]
+    build()
+
+
+@pytest.mark.parametrize(("name", "field", "kind", "allows_inf"), list(_config_cases()))
+def test_config_refuses_a_non_finite_number_by_field_name(name, field, kind, allows_inf):
+    _, build = CONFIG_BUILDERS[name]
+    for value in _values(kind, allows_inf):
+        with pytest.raises(ValueError, match=_refusal(field)):
+            build(**{field: value})
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_every_field_a_config_declares_has_help(name):
+    """The config rule: our own fields carry ``metadata={"help": ...}`` for HfArgumentParser/TrlParser."""
+    cls = CONFIGS[name]
+    own = {
+        field_name
+        for base in cls.__mro__
+        if base.__module__.startswith("hf_ext")
+        for field_name in vars(base).get("__annotations__", {})
+    }
+    fields = {field.name: field for field in dataclasses.fields(cls)}
+    undocumented = sorted(n for n in own & fields.keys() if not fields[n].metadata.get("help"))
+    assert not undocumented
+
+
+def _smoothed(**kwargs):
+    model = nn.Module()
+    model.layers = nn.ModuleList(nn.Linear(2, 2) for _ in range(3))
+    return GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, **kwargs)
+
+
+def _plasticity(**kwargs):
+    probes = Dataset.from_dict({"input_ids": [[1, 2]] * 4, "label": [0, 1, 0, 1]})
+    return PlasticityCallback(probes, **kwargs)
+
+
+# Optimizers, callbacks and module/model converters, built from their keyword arguments.
+KWARG_BUILDERS = {
+    "GradientSmoothing": (GradientSmoothing, _smoothed),
+    "PlasticityCallback": (PlasticityCallback, _plasticity),
+    "ProgressiveBinarizationCallback": (ProgressiveBinarizationCallback, ProgressiveBinarizationCallback),
+    "ProgressiveBinaryLinear": (ProgressiveBinaryLinear, lambda **kwargs: ProgressiveBinaryLinear(4, 3, **kwargs)),
+    "UpdateSparsityCallback": (UpdateSparsityCallback, UpdateSparsityCallback),
+    "binarize_model": (binarize_model, lambda **kwargs: binarize_model(nn.Sequential(nn.Linear(4, 3)), **kwargs)),
+}
+
+
+def _numeric_keywords(target) -> dict[str, str]:
+    """Keyword arguments (those with a default) whose annotation is numeric, with their kind."""
+    function = target.__init__ if isinstance(target, type) else target
+    hints = typing.get_type_hints(function)
+    return {
+        name: kind
+        for name, parameter in inspect.signature(function).parameters.items()
+        if parameter.default is not inspect.Parameter.empty and (kind := _numeric_kind(hints.get(name)))
+    }
+
+
+def test_every_exported_optimizer_and_callback_with_numeric_arguments_is_checked():
+    def takes_numbers(name, obj):
+        is_kind = isinstance(obj, type) and issubclass(obj, TrainerCallback | torch.optim.Optimizer)
+        return is_kind and bool(_numeric_keywords(obj))
+
+    assert set(_exported(takes_numbers)) <= KWARG_BUILDERS.keys()
+
+
+@pytest.mark.parametrize("name", sorted(KWARG_BUILDERS))
+def test_default_keyword_arguments_are_accepted(name):
+    _, build = KWARG_BUILDERS[name]
+    build()
+
+
+@pytest.mark.parametrize(
+    ("name", "keyword", "kind"),
+    [
+        pytest.param(name, keyword, kind, id=f"{name}.{keyword}")
+        for name, (target, _) in KWARG_BUILDERS.items()
+        for keyword, kind in _numeric_keywords(target).items()
+    ],
+)
+def test_keyword_argument_refuses_a_non_finite_number_by_name(name, keyword, kind):
+    _, build = KWARG_BUILDERS[name]
+    for value in _values(kind, allows_inf=False):
+        with pytest.raises(ValueError, match=_refusal(keyword)):
+            build(**{keyword: value})
+
+
+def test_nan_regularizer_coefficient_is_refused_as_reported():
+    """Issue 16: ``RegularizedDPOConfig(regularizer_coef=nan)`` was accepted and trained NaN weights."""
+    cls, build = CONFIG_BUILDERS["RegularizedDPOConfig"]
+    with pytest.raises(ValueError, match="RegularizedDPOConfig: `regularizer_coef` must be a finite number"):
+        build(regularizer_coef=math.nan)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 from botorch.test_functions import Ackley, Branin, Hartmann
+from matplotlib.figure import Figure
 from trl import TrlParser
 
 from hf_ext.companion.bo import BayesianOptimization, FrequencyLimitedAdversary, regret_curves
@@ -188,7 +189,7 @@ def summarize(rows: list[dict], args: BORobustArguments) -> dict:
     return summary
 
 
-def plot_regret(rows: list[dict], args: BORobustArguments, path: Path) -> Path:
+def plot_regret(rows: list[dict], args: BORobustArguments, path: Path) -> Figure:
     """One panel per (objective, corruption): each method's cumulative regret, mean +- std over seeds."""
     panels: dict[str, dict[str, list[list[float]]]] = defaultdict(dict)
     for (objective, corruption, method), runs in _runs_by_setting(rows).items():

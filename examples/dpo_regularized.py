@@ -11,7 +11,7 @@ from hf_ext.models import load_smollm2
 
 model, tokenizer = load_smollm2()
 ref_model, _ = load_smollm2()
-pairs = preference_dataset(8)  # prompt / chosen / rejected
+pairs = preference_dataset(4)  # prompt / chosen / rejected
 
 args = RegularizedDPOConfig(
     output_dir="outputs/dpo",

@@ -3,7 +3,7 @@
 `sgd_grpo_config()` is a `trl.GRPOConfig` preset (plain SGD, lr 3e-2; `adamw_grpo_config()` is
 the baseline). `UpdateSparsityCallback` logs how many weights changed; add `SparseDeltaCallback()`
 to store only the changed entries in each checkpoint. Trains SmolLM2-135M-Instruct on arithmetic
-for 2 steps on a CPU; for a real run raise `max_steps` (the `grpo_sgd` recipe trains 80).
+for one step on a CPU; for a real run raise `max_steps` (the `grpo_sgd` recipe trains 80).
 """
 
 from trl import GRPOTrainer
@@ -15,7 +15,7 @@ from hf_ext.rl import UpdateSparsityCallback, checked_reward, sgd_grpo_config
 model, tokenizer = load_smollm2()
 prompts = arithmetic_dataset(16)  # conversational prompts + the `answer` column the reward reads
 
-args = sgd_grpo_config(output_dir="outputs/grpo", max_steps=2)  # bf16 only on a GPU
+args = sgd_grpo_config(output_dir="outputs/grpo", max_steps=1)  # bf16 only on a GPU
 sparsity = UpdateSparsityCallback()
 trainer = GRPOTrainer(
     model=model,
@@ -28,7 +28,7 @@ trainer = GRPOTrainer(
 trainer.train()
 measured = sparsity.measure(trainer.model, trainer.optimizer)
 print(
-    f"GRPO + SGD: {measured['sparsity/changed_entry_fraction']:.2%} of the weights changed in 2 steps "
+    f"GRPO + SGD: {measured['sparsity/changed_entry_fraction']:.2%} of the weights changed in one step "
     f"(none if every group's completions got equal rewards), optimizer state "
     f"{measured['sparsity/optimizer_state_bytes']} bytes"
 )

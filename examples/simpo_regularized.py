@@ -11,7 +11,7 @@ from hf_ext.data import preference_dataset
 from hf_ext.models import load_smollm2
 
 model, tokenizer = load_smollm2()
-pairs = preference_dataset(8)
+pairs = preference_dataset(4)
 
 args = RegularizedSimPOConfig(
     output_dir="outputs/simpo",

@@ -3,7 +3,8 @@
 The style, so that every plot reads the same way:
 
 - step and round axes show integer ticks only;
-- numeric tick labels are thinned so that they never overlap, categorical ones are rotated;
+- numeric x ticks are few and show their plain values (no "1e-6+7.61966" offset text colliding with the
+  axis label), so that labels never overlap; categorical ones are rotated;
 - series are named through :data:`DISPLAY_NAMES` (``"mezo"`` is drawn as "MeZO", not "MEZO");
 - wherever several seeds exist, the spread is drawn: a +-1 std band around a mean curve, or
   +-1 std error bars around a mean point (sample std, as the benchmarks report it).
@@ -36,9 +37,9 @@ DISPLAY_NAMES = {
     "rcgp_ucb_adaptive": "RCGP-UCB (adaptive)",
     "gp_ts": "GP-TS",
     "rcgp_ts": "RCGP-TS",
-    "relevance_pursuit": "relevance pursuit",
+    "relevance_pursuit_ucb": "relevance pursuit + UCB",
 }
-# At most this many intervals between numeric ticks: labels of 6-7 characters then fit a 4-inch axis.
+# At most this many intervals between numeric x ticks: labels of up to 9 characters then fit a 4-inch axis.
 MAX_NUMERIC_TICKS = 4
 DPI = 120
 

@@ -26,7 +26,7 @@ from transformers import ViTConfig, ViTForImageClassification
 from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.optim import GradientSmoothing, find_blocks
-from hf_ext.plotting import plot_curves
+from hf_ext.plotting import plot_seed_curves
 
 LM_METHODS = ("adamw", "adamw+smoothing", "muon", "muon+smoothing")
 VIT_METHODS = ("adamw", "adamw+smoothing")
@@ -134,12 +134,6 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def _mean_curve(results: list[dict]) -> list[tuple[int, float]]:
-    return [
-        (step, statistics.mean(r["curve"][i][1] for r in results)) for i, (step, _) in enumerate(results[0]["curve"])
-    ]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
@@ -170,10 +164,10 @@ def main() -> None:
         ]
         summary[f"{name}_step_time_ratio"] = statistics.median(ratios)
     out = Path(args.output_dir) / "gradient_smoothing"
-    plot_curves(
-        {method: _mean_curve(results) for method, results in lm.items()},
+    plot_seed_curves(
+        {method: [r["curve"] for r in results] for method, results in lm.items()},
         out / "lm_loss.png",
-        f"Llama 8x128 from scratch, mean of {len(args.seeds)} seeds",
+        f"Llama 8x128 from scratch, mean +- std over {len(args.seeds)} seeds",
         ylabel="training loss",
     )
     save_json(args.output_dir, "gradient_smoothing", summary)

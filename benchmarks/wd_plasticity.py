@@ -7,7 +7,7 @@ at each weight decay, then fine-tuned on docstring classification and two-digit 
 the same budget) once per seed; the seed sets the initialisation, the data order and the
 downstream splits. Prints, per weight decay, the mean and standard deviation over seeds of the
 base validation loss, the train/validation gap, probe accuracy, QK spectral norm and the
-downstream scores after fine-tuning, and plots the means. Expected shape (from the paper):
+downstream scores after fine-tuning, and plots the means with their spread. Expected shape (from the paper):
 downstream scores improve with weight decay up to a point even where the base loss gets worse.
 About 15 minutes per seed on 2 CPU cores. The last line is JSON.
 """
@@ -63,7 +63,7 @@ def main() -> None:
             mean_row[key] = mean
         mean_rows.append(mean_row)
     print(f"means over seeds {args.seeds}:\n{format_table(mean_rows)}", flush=True)
-    plot_sweep(mean_rows, out / "plasticity.png")
+    plot_sweep(runs, out / "plasticity.png")
     save_json(args.output_dir, "wd_plasticity", summary)
     emit(summary)
 

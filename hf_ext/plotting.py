@@ -1,27 +1,59 @@
-"""Plots of results that people compare, written as PNG next to the numbers."""
+"""Plots of results that people compare, written as PNG next to the numbers, all in one style.
+
+The style, so that every plot reads the same way:
+
+- step and round axes show integer ticks only;
+- numeric x ticks are few and show their plain values (no "1e-6+7.61966" offset text colliding with the
+  axis label), so that labels never overlap; categorical ones are rotated;
+- series are named through :data:`DISPLAY_NAMES` (``"mezo"`` is drawn as "MeZO", not "MEZO");
+- wherever several seeds exist, the spread is drawn: a +-1 std band around a mean curve, or
+  +-1 std error bars around a mean point (sample std, as the benchmarks report it).
+
+Every ``plot_*`` function saves its PNG and returns the :class:`~matplotlib.figure.Figure`, so that
+callers and tests can read back what was drawn. Figures are built without ``pyplot``: nothing is
+kept in a global figure registry, and no display backend is needed.
+"""
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+# How method, optimizer and algorithm ids are written in legends and titles: the spelling of the papers.
+DISPLAY_NAMES = {
+    "agzo": "AGZO",
+    "mezo": "MeZO",
+    "sgd": "SGD",
+    "adamw": "AdamW",
+    "dpo": "DPO",
+    "simpo": "SimPO",
+    "gp_ucb": "GP-UCB",
+    "rcgp_ucb_stable": "RCGP-UCB (stable)",
+    "rcgp_ucb_adaptive": "RCGP-UCB (adaptive)",
+    "gp_ts": "GP-TS",
+    "rcgp_ts": "RCGP-TS",
+    "relevance_pursuit_ucb": "relevance pursuit + UCB",
+}
+# At most this many intervals between numeric x ticks: labels of up to 9 characters then fit a 4-inch axis.
+MAX_NUMERIC_TICKS = 4
+DPI = 120
 
 
-def _finish(fig, ax, path: Path, title: str, xlabel: str, ylabel: str) -> Path:
-    """Label, grid and legend the axes, save the figure as a PNG at ``path`` and free it."""
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+def display_name(key: str) -> str:
+    """How ``key`` is written in a plot: its :data:`DISPLAY_NAMES` entry, or ``key`` itself if it has none."""
+    return DISPLAY_NAMES.get(key, key)
+
+
+def mean_and_std(runs: Sequence[Sequence[float]] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over the first axis (seeds) and the sample standard deviation (0 for a single seed)."""
+    values = np.asarray(runs, dtype=float)
+    std = values.std(0, ddof=1) if len(values) > 1 else np.zeros(values.shape[1:])
+    return values.mean(0), std
 
 
 def loss_curve(log_history: Sequence[Mapping[str, Any]], key: str = "loss") -> list[tuple[int, float]]:
@@ -29,77 +61,151 @@ def loss_curve(log_history: Sequence[Mapping[str, Any]], key: str = "loss") -> l
     return [(int(entry["step"]), float(entry[key])) for entry in log_history if key in entry]
 
 
-def plot_curves(
-    curves: Mapping[str, Sequence[tuple[int, float]]], path: str | Path, title: str, ylabel: str = "training loss"
-) -> Path:
-    """One line per named curve of (step, value) pairs, saved as a PNG at ``path``."""
+def _figure(nrows: int = 1, ncols: int = 1, panel_size: tuple[float, float] = (6, 4)) -> tuple[Figure, np.ndarray]:
+    figure = Figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows))
+    FigureCanvasAgg(figure)
+    return figure, figure.subplots(nrows, ncols, squeeze=False)
+
+
+def _integer_steps(ax: Axes) -> None:
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _plain_numeric_ticks(ax: Axes) -> None:
+    """Few x ticks, labelled with their values: no "1e-6+7.61966" offset text that collides with the axis label."""
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=MAX_NUMERIC_TICKS))
+    ax.ticklabel_format(axis="x", useOffset=False)
+    if ax.get_yscale() == "linear":
+        ax.ticklabel_format(axis="y", useOffset=False)
+
+
+def _label(ax: Axes, xlabel: str, ylabel: str, title: str = "") -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+
+
+def _mean_band(ax: Axes, steps: Sequence[int], runs: Sequence[Sequence[float]], label: str) -> None:
+    mean, std = mean_and_std(runs)
+    ax.plot(steps, mean, label=label)
+    ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
+
+
+def _save(figure: Figure, path: str | Path) -> Figure:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
+    return figure
+
+
+def plot_curves(
+    curves: Mapping[str, Sequence[tuple[int, float]]], path: str | Path, title: str, ylabel: str = "training loss"
+) -> Figure:
+    """One line per named curve of (step, value) pairs on an integer step axis, saved as a PNG at ``path``."""
+    figure, axes = _figure()
+    ax = axes[0, 0]
     for name, points in curves.items():
         if points:
             steps, values = zip(*points, strict=True)
-            ax.plot(steps, values, label=name, marker="." if len(points) < 30 else None)
-    return _finish(fig, ax, path, title, "step", ylabel)
+            ax.plot(steps, values, label=display_name(name), marker="." if len(points) < 30 else None)
+    _integer_steps(ax)
+    _label(ax, "step", ylabel)
+    ax.set_title(title)
+    ax.legend()
+    return _save(figure, path)
+
+
+def plot_seed_curves(
+    curves: Mapping[str, Sequence[Sequence[tuple[int, float]]]],
+    path: str | Path,
+    title: str,
+    ylabel: str = "training loss",
+) -> Figure:
+    """Per named series, its runs (one curve of (step, value) pairs per seed, logged at the same steps) as a
+    mean line with a +-1 std band on an integer step axis, saved as a PNG at ``path``."""
+    figure, axes = _figure()
+    ax = axes[0, 0]
+    for name, runs in curves.items():
+        steps = [step for step, _ in runs[0]]
+        if any([step for step, _ in run] != steps for run in runs):
+            raise ValueError(f"plot_seed_curves: the runs of {name!r} must be logged at the same steps")
+        _mean_band(ax, steps, [[value for _, value in run] for run in runs], display_name(name))
+    _integer_steps(ax)
+    _label(ax, "step", ylabel)
+    ax.set_title(title)
+    ax.legend()
+    return _save(figure, path)
 
 
 def plot_grouped_bars(
     groups: Mapping[str, Mapping[str, float]], path: str | Path, title: str, ylabel: str, log_scale: bool = False
-) -> Path:
+) -> Figure:
     """Bars of ``groups[series][category]`` side by side per category, saved as a PNG at ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     categories = list(dict.fromkeys(c for values in groups.values() for c in values))
     width = 0.8 / max(1, len(groups))
-    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(categories) + 2), 4))
+    figure, axes = _figure(panel_size=(max(6, 0.7 * len(categories) + 2), 4))
+    ax = axes[0, 0]
     for i, (series, values) in enumerate(groups.items()):
         positions = [j + i * width for j in range(len(categories))]
-        ax.bar(positions, [values.get(c, 0.0) for c in categories], width=width, label=series)
+        ax.bar(positions, [values.get(c, 0.0) for c in categories], width=width, label=display_name(series))
     ax.set_xticks([j + width * (len(groups) - 1) / 2 for j in range(len(categories))])
     ax.set_xticklabels(categories, rotation=30, ha="right", fontsize=8)
     if log_scale:
         ax.set_yscale("log")
-    return _finish(fig, ax, path, title, "", ylabel)
+    _label(ax, "", ylabel)
+    ax.set_title(title)
+    ax.legend()
+    return _save(figure, path)
 
 
 def plot_histograms(
     samples: Mapping[str, Sequence[float]], path: str | Path, title: str, xlabel: str, bins: int = 80
-) -> Path:
+) -> Figure:
     """Overlaid histograms of named samples on shared bins, log-scaled counts so that tails show."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     values = [v for sample in samples.values() for v in sample]
     edges = np.linspace(min(values), max(values), bins + 1) if values else bins
-    fig, ax = plt.subplots(figsize=(6, 4))
+    figure, axes = _figure()
+    ax = axes[0, 0]
     for name, sample in samples.items():
-        ax.hist(sample, bins=edges, histtype="step", linewidth=1.5, label=name)
+        ax.hist(sample, bins=edges, histtype="step", linewidth=1.5, label=display_name(name))
     ax.set_yscale("log")
-    return _finish(fig, ax, path, title, xlabel, "count")
+    _plain_numeric_ticks(ax)
+    _label(ax, xlabel, "count")
+    ax.set_title(title)
+    ax.legend()
+    return _save(figure, path)
 
 
 def plot_labelled_points(
-    panels: Mapping[str, Sequence[tuple[float, float, str]]], path: str | Path, title: str, xlabel: str
-) -> Path:
-    """One panel per y quantity of labelled ``(x, y, label)`` points joined in order, saved as a PNG.
+    panels: Mapping[str, Sequence[tuple[str, Sequence[float], Sequence[float]]]],
+    path: str | Path,
+    title: str,
+    xlabel: str,
+) -> Figure:
+    """One panel per y quantity of labelled points ``(label, x per seed, y per seed)`` joined in order.
 
-    For trade-offs such as base-model loss vs downstream score, one point per setting.
+    For trade-offs such as base-model loss vs downstream score, one point per setting, told apart by
+    colour and a legend (text next to nearby points would overlap): drawn at the mean over seeds, with
+    +-1 std error bars in x and y when there are several seeds.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+    figure, axes = _figure(1, len(panels), panel_size=(4.5, 4))
     for ax, (ylabel, points) in zip(axes[0], panels.items(), strict=True):
-        xs, ys, labels = zip(*points, strict=True) if points else ((), (), ())
-        ax.plot(xs, ys, marker="o", color="tab:blue")
-        for x, y, label in zip(xs, ys, labels, strict=True):
-            ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+        several_seeds = any(len(x) > 1 for _, x, _ in points)
+        means = []
+        for label, x, y in points:
+            (x_mean, y_mean), (x_std, y_std) = mean_and_std(np.column_stack([x, y]))
+            err = {"xerr": x_std, "yerr": y_std} if several_seeds else {}
+            ax.errorbar([x_mean], [y_mean], **err, marker="o", capsize=3, label=label, zorder=2)
+            means.append((x_mean, y_mean))
+        ax.plot(*zip(*means, strict=True), color="0.6", linewidth=1, zorder=1)
+        _plain_numeric_ticks(ax)
+        _label(ax, xlabel, ylabel)
+        ax.legend(fontsize=8)
+    figure.suptitle(title)
+    return _save(figure, path)
 
 
 def plot_bands(
@@ -109,28 +215,18 @@ def plot_bands(
     xlabel: str,
     ylabel: str,
     ncols: int = 3,
-) -> Path:
-    """A grid of panels; in each, every series' runs (one list per seed) as a mean line with a +-1 std band."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+) -> Figure:
+    """A grid of panels; in each, every series' runs (one list per seed, indexed by round from 1) as a mean
+    line with a +-1 std band."""
     nrows = -(-len(panels) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.5 * ncols, 3.5 * nrows), squeeze=False)
+    figure, axes = _figure(nrows, ncols, panel_size=(4.5, 3.5))
     for ax, (panel, series) in zip(axes.flat[: len(panels)], panels.items(), strict=True):
         for name, runs in series.items():
-            values = np.asarray(runs, dtype=float)
-            mean, std = values.mean(0), values.std(0)
-            steps = np.arange(1, values.shape[1] + 1)
-            ax.plot(steps, mean, label=name)
-            ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
-        ax.set_title(panel, fontsize=9)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
+            _mean_band(ax, np.arange(1, len(runs[0]) + 1), runs, display_name(name))
+        _integer_steps(ax)
+        _label(ax, xlabel, ylabel, panel)
     for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
     axes.flat[0].legend(fontsize=7)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    figure.suptitle(title)
+    return _save(figure, path)

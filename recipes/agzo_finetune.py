@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 from accelerate import PartialState
+from matplotlib.figure import Figure
 from transformers import DataCollatorWithPadding, TrainingArguments, set_seed
 from trl import TrlParser
 
@@ -88,6 +89,15 @@ def run_method(method: str, script_args: AGZOFinetuneArguments, training_args: T
     }
 
 
+def plot_losses(results: dict, path: Path) -> Figure:
+    """Each method's training loss against the step, under its display name (AGZO, MeZO)."""
+    return plot_curves(
+        {method: r["loss"] for method, r in results.items()},
+        path,
+        "Zeroth-order fine-tuning of MiniLM on docstring classes",
+    )
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = TrlParser((AGZOFinetuneArguments, TrainingArguments))
     script_args, training_args = parser.parse_args_and_config(argv)
@@ -109,11 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
     if state.is_main_process:
         out = write_results(training_args.output_dir, results)
-        plot_curves(
-            {m.upper(): r["loss"] for m, r in results.items()},
-            out / "loss.png",
-            "Zeroth-order fine-tuning of MiniLM on docstring classes",
-        )
+        plot_losses(results, out / "loss.png")
         state.print(f"wrote {out / 'results.json'} and {out / 'loss.png'}")
     return results
 

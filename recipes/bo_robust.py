@@ -35,6 +35,7 @@ import torch
 from botorch.exceptions.warnings import BotorchWarning
 from botorch.test_functions import Ackley, Branin, Hartmann
 from gpytorch.utils.warnings import GPInputWarning, NumericalWarning
+from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 from trl import TrlParser
 
@@ -240,7 +241,7 @@ def summarize(rows: list[dict], args: BORobustArguments) -> dict:
     return summary
 
 
-def plot_regret(rows: list[dict], args: BORobustArguments, path: Path) -> Path:
+def plot_regret(rows: list[dict], args: BORobustArguments, path: Path) -> Figure:
     """One panel per (objective, corruption): each method's cumulative regret, mean +- std over seeds."""
     panels: dict[str, dict[str, list[list[float]]]] = defaultdict(dict)
     for (objective, corruption, method), runs in _runs_by_setting(rows).items():

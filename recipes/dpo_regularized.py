@@ -24,7 +24,7 @@ import hf_ext.alignment as alignment
 from hf_ext._validation import check_finite_fields
 from hf_ext.data import preference_dataset
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
-from hf_ext.plotting import loss_curve, plot_curves
+from hf_ext.plotting import display_name, loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
 
 ALGORITHMS = {
@@ -143,12 +143,12 @@ def main(argv: list[str] | None = None) -> dict:
         )
     if state.is_main_process:
         out = write_results(training_args.output_dir, results)
-        title = f"{recipe_args.algorithm.upper()} on {recipe_args.model}: held-out per-token change"
+        title = f"{display_name(recipe_args.algorithm)} on {recipe_args.model}: held-out per-token change"
         alignment.write_report(shifts, out, title)
         plot_curves(
             {variant: r["train_mean_logps_chosen"] for variant, r in results.items()},
             out / "logps.png",
-            f"{recipe_args.algorithm.upper()}: chosen responses during training",
+            f"{display_name(recipe_args.algorithm)}: chosen responses during training",
             ylabel="mean token log-prob (train batch)",
         )
         state.print(f"wrote results.json, logps.png, token_shift.json and token_shift.png to {out}")

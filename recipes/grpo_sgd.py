@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> dict:
     if state.is_main_process:
         out = write_results(training_args.output_dir, results)
         plot_curves(
-            {name.upper(): r["train_reward"] for name, r in results.items()},
+            {name: r["train_reward"] for name, r in results.items()},
             out / "reward.png",
             f"GRPO on {script_args.model}: SGD vs AdamW",
             ylabel="mean training reward",

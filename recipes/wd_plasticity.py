@@ -21,10 +21,12 @@ Writes ``wd_<value>/results.json`` (one row), ``wd_<value>/plasticity.json`` and
 import dataclasses
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelerate import PartialState
+from matplotlib.figure import Figure
 from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
@@ -231,14 +233,22 @@ PLOTTED = {
 }
 
 
-def plot_sweep(rows: list[dict], path: Path) -> Path:
-    """Base validation loss against each downstream score, one labelled point per weight decay."""
+def plot_sweep(runs: Sequence[Sequence[dict]], path: Path) -> Figure:
+    """Base validation loss against each downstream score, one labelled point per weight decay.
+
+    ``runs`` holds one list of rows per seed (same weight decays in the same order); with several
+    seeds each point is their mean, with +-1 std error bars.
+    """
     panels = {
-        title: [(row["base_validation_loss"], row[key], f"wd {row['weight_decay']:g}") for row in rows]
+        title: [
+            (f"wd {seeds[0]['weight_decay']:g}", [r["base_validation_loss"] for r in seeds], [r[key] for r in seeds])
+            for seeds in zip(*runs, strict=True)
+        ]
         for key, title in PLOTTED.items()
     }
+    spread = f", mean +- std over {len(runs)} seeds" if len(runs) > 1 else ""
     return plot_labelled_points(
-        panels, path, "Pretraining weight decay: base loss vs downstream", "base validation loss"
+        panels, path, f"Pretraining weight decay: base loss vs downstream{spread}", "base validation loss"
     )
 
 
@@ -265,7 +275,7 @@ def main(argv: list[str] | None = None) -> dict:
         write_results(out, results)
         table = format_table(rows)
         (out / "table.md").write_text(table + "\n")
-        plot_sweep(rows, out / "plasticity.png")
+        plot_sweep([rows], out / "plasticity.png")
         state.print(f"{table}\nwrote {out / 'results.json'}, {out / 'table.md'} and {out / 'plasticity.png'}")
     return results
 

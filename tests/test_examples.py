@@ -52,7 +52,6 @@ def _is_excerpt(lines: list[str], of: list[str]) -> bool:
     return any(of[start : start + len(lines)] == lines for start in range(len(of) - len(lines) + 1))
 
 
-@pytest.mark.xfail(strict=True, reason="lead swaps README snippets for examples at merge")
 def test_every_python_snippet_in_the_docs_is_an_example_or_an_excerpt_of_one():
     examples = [path.read_text().splitlines() for path in EXAMPLES]
     stray = [

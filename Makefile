@@ -1,6 +1,3 @@
-# Tests run through the `pytest` console script, not `python -m
-# pytest`: the latter puts the repository root on sys.path, where the source folder
-# kernels/ would be found as a top-level `kernels` (see kernels/__init__.py).
 # The README's commands. Everything depends on `install`, which is idempotent:
 # it (re)builds .venv only when the stamp below is missing or out of date.
 PYTHON ?= python3

@@ -86,9 +86,13 @@ def run_method(method: str, script_args: AGZOFinetuneArguments, training_args: T
     }
 
 
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with (the same for every ``argv``)."""
+    return TrlParser((AGZOFinetuneArguments, TrainingArguments))
+
+
 def main(argv: list[str] | None = None) -> dict:
-    parser = TrlParser((AGZOFinetuneArguments, TrainingArguments))
-    script_args, training_args = parser.parse_args_and_config(argv)
+    script_args, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
     _, tokenizer = load_minilm()
     data = docstring_classification(num_classes=script_args.num_classes, seed=training_args.seed)

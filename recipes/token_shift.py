@@ -50,8 +50,13 @@ def write_report(shifts: dict[str, TokenShift], output_dir: str | Path, title: s
     return summaries
 
 
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with (the same for every ``argv``)."""
+    return TrlParser((TokenShiftArguments,))
+
+
 def main(argv: list[str] | None = None) -> dict:
-    (args,) = TrlParser((TokenShiftArguments,)).parse_args_and_config(argv)
+    (args,) = parser(argv).parse_args_and_config(argv)
     policy, tokenizer = load_causal_lm(args.policy)
     reference, _ = load_causal_lm(args.reference)
     pairs = preference_dataset(args.num_pairs, args.difficulty, seed=args.pairs_seed)

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from hf_ext.cli import recipes_dir
+from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.agzo_finetune import AGZOFinetuneArguments, main
 
 

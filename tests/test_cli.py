@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from hf_ext import cli
-from hf_ext.recipes import available_recipes, recipe_parser
+from hf_ext.recipes import available_recipes, recipe_parser, shipped_configs
 
 
 def test_env_reports_versions_and_kernel_backend(capsys):
@@ -135,3 +135,17 @@ def test_every_recipe_has_a_help(recipe, capsys):
 def test_help_follows_the_config_that_picks_the_trl_config_class(capsys):
     assert cli.main(["run", "dpo_regularized", "--config", "simpo_regularized", "--help"]) == 0
     assert "\nRegularizedSimPOConfig:\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("recipe", "config"),
+    [(recipe, None) for recipe in sorted(set(available_recipes()) & set(shipped_configs()))]
+    + [("dpo_regularized", "simpo_regularized")],
+)
+def test_every_shipped_config_passes_the_settings_check(recipe, config):
+    cli.check_settings(recipe, cli.recipe_argv(recipe, config, []))
+
+
+def test_a_missing_required_setting_is_one_line(launches, capsys):
+    assert cli.main(["run", "token_shift"]) == 2
+    assert capsys.readouterr().err == "hf-ext run token_shift: the following arguments are required: --policy\n"

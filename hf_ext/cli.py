@@ -114,9 +114,9 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _settings(parser) -> list[dataclasses.Field]:
-    """The fields a recipe's parser accepts as settings, in its dataclasses' order."""
-    return [f for dtype in parser.dataclass_types for f in dataclasses.fields(dtype) if f.init]
+def _settings(dataclass_type: type) -> list[dataclasses.Field]:
+    """The fields of a recipe's dataclass that its parser takes as settings (as HfArgumentParser does)."""
+    return [field for field in dataclasses.fields(dataclass_type) if field.init]
 
 
 def _unknown_settings_message(leftover: list[str], known: list[str], recipe: str) -> str:
@@ -147,7 +147,8 @@ def check_settings(recipe: str, argv: list[str]) -> None:
     except (TypeError, ValueError) as error:
         raise ValueError(_one_line(str(error))) from None
     if leftover:
-        raise ValueError(_unknown_settings_message(leftover, [f.name for f in _settings(parser)], recipe))
+        known = [field.name for dtype in parser.dataclass_types for field in _settings(dtype)]
+        raise ValueError(_unknown_settings_message(leftover, known, recipe))
 
 
 def _type_name(annotation) -> str:
@@ -192,9 +193,8 @@ def recipe_help(recipe: str, config: str | None, overrides: list[str]) -> str:
     lines = [f"usage: {_RUN_USAGE.replace('RECIPE', recipe)}", "", summary, "", f"settings (key=value{where}):"]
     for dtype in parser.dataclass_types:
         lines += ["", f"{dtype.__name__}:"]
-        for field in dataclasses.fields(dtype):
-            if field.init:
-                lines += _field_help(field, configured, path.name if path else "")
+        for field in _settings(dtype):
+            lines += _field_help(field, configured, path.name if path else "")
     return "\n".join(lines)
 
 

@@ -1,6 +1,3 @@
-# Tests run through the `pytest` console script, not `python -m
-# pytest`: the latter puts the repository root on sys.path, where the source folder
-# kernels/ would be found as a top-level `kernels` (see kernels/__init__.py).
 # The README's commands. Everything depends on `install`, which is idempotent:
 # it (re)builds .venv only when the stamp below is missing or out of date.
 PYTHON ?= python3
@@ -14,6 +11,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.hf-ext-installed
 STAMP_TEXT := $(TORCH) [$(EXTRAS)] $(ASSETS) $(shell cat setup.cfg pyproject.toml 2>/dev/null | cksum)
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
 
 .PHONY: install test test-fast demo bench lint clean
 
@@ -37,8 +35,10 @@ test: install
 test-fast: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
 
+# The short AGZO vs MeZO comparison (about 5 minutes on 2 cores); the longer one:
+# make demo DEMO_ARGS=max_steps=400
 demo: install
-	HF_HUB_OFFLINE=1 $(VENV)/bin/hf-ext run agzo_finetune
+	HF_HUB_OFFLINE=1 $(VENV)/bin/hf-ext run agzo_finetune $(DEMO_ARGS)
 
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/kernel_speed.py

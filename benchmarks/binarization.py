@@ -16,10 +16,10 @@ from pathlib import Path
 
 from _harness import emit, save_json
 
-from hf_ext.cli import recipes_dir
 from hf_ext.evaluation import perplexity
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.quant import binarize_model, set_binarization_mix
+from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.binarize_progressive import corpus_splits, parse_args
 from hf_ext.recipes.binarize_progressive import main as run_recipe
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from _harness import emit, save_json
 
-from hf_ext.cli import recipes_dir
 from hf_ext.models import CAUSAL_LMS
+from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.dpo_regularized import main as run_recipe
 
 REPORTED = ("chosen_mean_logp_change", "rejected_mean_logp_change", "log_p_change")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from _harness import emit, save_json
 
-from hf_ext.cli import recipes_dir
 from hf_ext.models import CAUSAL_LMS
+from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.grpo_sgd import PARAM_DTYPES
 from hf_ext.recipes.grpo_sgd import main as run_recipe
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from _harness import emit, save_json
 
-from hf_ext.cli import recipes_dir
 from hf_ext.plasticity import format_table
+from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.wd_plasticity import main as run_recipe
 from hf_ext.recipes.wd_plasticity import plot_sweep
 

@@ -1,31 +1,35 @@
 """The ``hf-ext`` command: ``env`` (versions and devices), ``list`` (recipes), ``run`` (a recipe)."""
 
 import argparse
-import ast
+import contextlib
+import dataclasses
+import difflib
+import enum
 import importlib.metadata
-import importlib.resources
+import io
 import platform
+import re
 import subprocess
 import sys
+import textwrap
+import typing
 from pathlib import Path
+
+import yaml
+
+from hf_ext.recipes import (
+    available_recipes,
+    recipe_docstring,
+    recipe_parser,
+    recipe_script,
+    recipes_dir,
+    shipped_config,
+    shipped_configs,
+)
 
 _PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "triton")
 ACCELERATE_CONFIGS = ("cpu", "cpu_2proc")
-
-
-def recipes_dir() -> Path:
-    return Path(str(importlib.resources.files("hf_ext.recipes")))
-
-
-def available_recipes() -> dict[str, str]:
-    """Recipe name -> first line of its docstring (read without importing the script)."""
-    recipes = {}
-    for script in sorted(recipes_dir().glob("*.py")):
-        if script.name.startswith("_"):
-            continue
-        doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8"))) or ""
-        recipes[script.stem] = doc.strip().splitlines()[0] if doc.strip() else ""
-    return recipes
+_RUN_USAGE = "hf-ext run RECIPE [key=value ...] [--config FILE] [--accelerate-config NAME] [-h]"
 
 
 def _version(package: str) -> str:
@@ -63,6 +67,23 @@ def overrides_to_flags(overrides: list[str]) -> list[str]:
     return flags
 
 
+def resolve_config(recipe: str, config: str | None) -> Path | None:
+    """The YAML file a run reads: ``config`` as a path or a shipped config's name, else the recipe's own (if any)."""
+    if config is None:
+        return shipped_config(recipe) if recipe in shipped_configs() else None
+    if Path(config).is_file():
+        return Path(config)
+    if config not in shipped_configs():
+        raise ValueError(f"--config: no such file or shipped config {config!r}; shipped: {shipped_configs()}")
+    return shipped_config(config)
+
+
+def recipe_argv(recipe: str, config: str | None, overrides: list[str]) -> list[str]:
+    """The arguments the recipe's ``main`` receives: ``--config FILE`` and the overrides as flags."""
+    path = resolve_config(recipe, config)
+    return (["--config", str(path)] if path else []) + overrides_to_flags(overrides)
+
+
 def _resolve_accelerate_config(name_or_path: str | None) -> str | None:
     if name_or_path is None:
         import torch
@@ -81,33 +102,112 @@ def launch_command(
     recipe: str, config: str | None, overrides: list[str], accelerate_config: str | None = None
 ) -> list[str]:
     """The ``accelerate launch`` command line that runs ``recipe``."""
-    recipes = available_recipes()
-    if recipe not in recipes:
-        raise ValueError(f"unknown recipe {recipe!r}; available: {sorted(recipes)}")
-    shipped = recipes_dir() / "configs" / f"{config or recipe}.yaml"
-    if config is None:
-        config = str(shipped) if shipped.is_file() else None
-    elif not Path(config).is_file():
-        if not shipped.is_file():
-            raise ValueError(f"--config: no such file or shipped config {config!r}")
-        config = str(shipped)
+    script = recipe_script(recipe)
     command = [sys.executable, "-m", "accelerate.commands.launch"]
     resolved = _resolve_accelerate_config(accelerate_config)
     if resolved is not None:
         command += ["--config_file", resolved]
-    command.append(str(recipes_dir() / f"{recipe}.py"))
-    if config is not None:
-        command += ["--config", config]
-    return command + overrides_to_flags(overrides)
+    return command + [str(script), *recipe_argv(recipe, config, overrides)]
 
 
-def _parser() -> argparse.ArgumentParser:
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _settings(dataclass_type: type) -> list[dataclasses.Field]:
+    """The fields of a recipe's dataclass that its parser takes as settings (as HfArgumentParser does)."""
+    return [field for field in dataclasses.fields(dataclass_type) if field.init]
+
+
+def _unknown_settings_message(leftover: list[str], known: list[str], recipe: str) -> str:
+    keys = [item[2:] for item in leftover if item.startswith("--")]
+    if not keys:
+        return f"unexpected values {leftover}: only list settings take several values"
+    parts = []
+    for key in keys:
+        matches = difflib.get_close_matches(key, known, n=3)
+        hint = f"close matches: {', '.join(matches)}" if matches else f"see `hf-ext run {recipe} --help`"
+        parts.append(f"unknown setting {key!r}; {hint}")
+    return "; ".join(parts)
+
+
+def check_settings(recipe: str, argv: list[str]) -> None:
+    """Parse ``argv`` as the recipe's ``main`` will, here: a ``ValueError`` of one line if it would fail.
+
+    An unknown key (with its close matches), a value of the wrong type or one a dataclass refuses
+    is reported before ``accelerate launch`` spends seconds starting a run that fails.
+    """
+    argparse_output = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(argparse_output):
+            parser = recipe_parser(recipe, argv)
+            *_, leftover = parser.parse_args_and_config(argv, return_remaining_strings=True)
+    except SystemExit:  # argparse printed its usage, then `PROG: error: MESSAGE`
+        raise ValueError(argparse_output.getvalue().strip().splitlines()[-1].partition("error: ")[2]) from None
+    except (TypeError, ValueError) as error:
+        raise ValueError(_one_line(str(error))) from None
+    if leftover:
+        known = [field.name for dtype in parser.dataclass_types for field in _settings(dtype)]
+        raise ValueError(_unknown_settings_message(leftover, known, recipe))
+
+
+def _type_name(annotation) -> str:
+    if isinstance(annotation, str):
+        return annotation
+    if isinstance(annotation, type) and typing.get_origin(annotation) is None:
+        return annotation.__name__
+    return re.sub(r"\b(?:\w+\.)+(\w+)", r"\1", repr(annotation))
+
+
+def _default(field: dataclasses.Field):
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return dataclasses.MISSING
+
+
+def _show(value) -> str:
+    return repr(value.value if isinstance(value, enum.Enum) else value)
+
+
+def _field_help(field: dataclasses.Field, configured: dict, config_name: str) -> list[str]:
+    default = _default(field)
+    line = f"  {field.name}: {_type_name(field.type)}"
+    if field.name in configured:
+        shown_default = "required" if default is dataclasses.MISSING else f"default {_show(default)}"
+        line += f" = {_show(configured[field.name])} (set by {config_name}; {shown_default})"
+    else:
+        line += " (required)" if default is dataclasses.MISSING else f" = {_show(default)}"
+    text = _one_line(field.metadata.get("help", ""))
+    return [line] + textwrap.wrap(text, width=100, initial_indent=" " * 6, subsequent_indent=" " * 6)
+
+
+def recipe_help(recipe: str, config: str | None, overrides: list[str]) -> str:
+    """``hf-ext run RECIPE --help``: what the recipe does, then every setting with its type, value and help."""
+    path = resolve_config(recipe, config)
+    configured = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path else {}
+    parser = recipe_parser(recipe, recipe_argv(recipe, config, overrides))
+    summary = _one_line(recipe_docstring(recipe).split("\n\n")[0])
+    where = f"; {path.name} sets the values marked so" if path else ""
+    lines = [f"usage: {_RUN_USAGE.replace('RECIPE', recipe)}", "", summary, "", f"settings (key=value{where}):"]
+    for dtype in parser.dataclass_types:
+        lines += ["", f"{dtype.__name__}:"]
+        for field in _settings(dtype):
+            lines += _field_help(field, configured, path.name if path else "")
+    return "\n".join(lines)
+
+
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The ``hf-ext`` parser and its ``run`` sub-parser (whose ``--help`` depends on the recipe)."""
     parser = argparse.ArgumentParser(prog="hf-ext", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("env", help="print versions, CUDA availability and the kernel backend")
     commands.add_parser("list", help="list recipes with a one-line description")
-    run = commands.add_parser("run", help="run a recipe through `accelerate launch`")
-    run.add_argument("recipe", help="recipe name, see `hf-ext list`")
+    run = commands.add_parser(
+        "run", help="run a recipe through `accelerate launch`", usage=_RUN_USAGE, add_help=False
+    )
+    run.add_argument("recipe", nargs="?", help="recipe name, see `hf-ext list`")
     run.add_argument("overrides", nargs="*", help="key=value settings that override the config file")
     run.add_argument("--config", help="YAML file, or the name of one in recipes/configs/ (default: the recipe's own)")
     run.add_argument(
@@ -115,11 +215,33 @@ def _parser() -> argparse.ArgumentParser:
         help=f"accelerate config file or one of {list(ACCELERATE_CONFIGS)} "
         "(default: cpu without a GPU, accelerate's own default with one)",
     )
-    return parser
+    run.add_argument(
+        "-h", "--help", action="store_true", help="show this help, or with RECIPE the recipe's settings, and exit"
+    )
+    return parser, run
+
+
+def _run(args: argparse.Namespace, overrides: list[str], run_parser: argparse.ArgumentParser) -> int:
+    if args.recipe is None:
+        if args.help:
+            run_parser.print_help()
+            return 0
+        run_parser.error("the following arguments are required: recipe")
+    try:
+        if args.help:
+            print(recipe_help(args.recipe, args.config, overrides))
+            return 0
+        command = launch_command(args.recipe, args.config, overrides, args.accelerate_config)
+        check_settings(args.recipe, recipe_argv(args.recipe, args.config, overrides))
+    except ValueError as error:
+        print(f"hf-ext run {args.recipe}: {error}", file=sys.stderr)
+        return 2
+    print("+ " + " ".join(command), flush=True)
+    return subprocess.call(command)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser, run_parser = _parser()
     # Overrides may follow options (`run NAME --config F a=1 b=2`), which argparse's greedy
     # positional matching leaves over; collect them here.
     args, leftover = parser.parse_known_args(argv)
@@ -133,14 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, description in available_recipes().items():
             print(f"{name:24s} {description}")
         return 0
-    try:
-        overrides = args.overrides + leftover
-        command = launch_command(args.recipe, args.config, overrides, args.accelerate_config)
-    except ValueError as error:
-        print(f"hf-ext run: {error}", file=sys.stderr)
-        return 2
-    print("+ " + " ".join(command), flush=True)
-    return subprocess.call(command)
+    return _run(args, args.overrides + leftover, run_parser)
 
 
 if __name__ == "__main__":

@@ -2,41 +2,48 @@
 
 Every kernel has a reference with the same signature; the public function dispatches to
 Triton when the tensors are on CUDA and Triton imports, and to the reference otherwise.
+
+Python started in the repository root (a REPL, a notebook, ``python -c``, ``python -m pytest``)
+finds this folder as a top-level ``kernels``, the name of Hugging Face's kernels package.
+transformers probes for that package by importing it and reading its ``__version__``, without
+catching errors, so refusing the import would break ``import transformers`` there. Under that
+name the module is therefore left inert: no ``__version__`` (transformers reads it as "not
+installed"), no kernels (they are not imported a second time under a foreign name), and any
+attribute access says where the kernels live.
 """
 
 if __name__ != "hf_ext.kernels":
-    # Found as a top-level `kernels` because the repository root is on sys.path (`python -m`
-    # or `python -c` started there). That name belongs to the Hugging Face `kernels` package,
-    # which transformers probes for, so refuse rather than impersonate it.
-    raise ImportError(
-        "hf-ext's kernels/ folder is the package `hf_ext.kernels`, not a top-level `kernels`: "
-        "import it as `hf_ext.kernels`, and do not start Python with `-m`/`-c` from the "
-        "repository root (use the `pytest`/`hf-ext` console scripts, or another directory)"
-    )
 
-from ._dispatch import triton_available, use_triton
-from .binary_pack import (
-    pack_signs,
-    pack_signs_reference,
-    pack_signs_triton,
-    packed_binary_matmul,
-    packed_binary_matmul_reference,
-    packed_binary_matmul_triton,
-    unpack_signs,
-    unpack_signs_reference,
-    unpack_signs_triton,
-)
-from .depth_smooth import depth_smooth, depth_smooth_reference, depth_smooth_triton
-from .lowrank import (
-    lowrank_perturb_,
-    lowrank_perturb_reference_,
-    lowrank_perturb_triton_,
-    seeded_normal,
-    seeded_normal_reference,
-    seeded_normal_triton,
-)
-from .perturb import seeded_perturb_, seeded_perturb_reference_, seeded_perturb_triton_
-from .token_logprobs import token_logprobs, token_logprobs_reference, token_logprobs_triton
+    def __getattr__(name: str):
+        raise AttributeError(
+            f"{__file__} is hf-ext's kernels folder, not Hugging Face's `kernels` package: it has no {name!r}. "
+            "Import hf-ext's kernels as `hf_ext.kernels`."
+        )
+
+else:
+    from ._dispatch import triton_available, use_triton
+    from .binary_pack import (
+        pack_signs,
+        pack_signs_reference,
+        pack_signs_triton,
+        packed_binary_matmul,
+        packed_binary_matmul_reference,
+        packed_binary_matmul_triton,
+        unpack_signs,
+        unpack_signs_reference,
+        unpack_signs_triton,
+    )
+    from .depth_smooth import depth_smooth, depth_smooth_reference, depth_smooth_triton
+    from .lowrank import (
+        lowrank_perturb_,
+        lowrank_perturb_reference_,
+        lowrank_perturb_triton_,
+        seeded_normal,
+        seeded_normal_reference,
+        seeded_normal_triton,
+    )
+    from .perturb import seeded_perturb_, seeded_perturb_reference_, seeded_perturb_triton_
+    from .token_logprobs import token_logprobs, token_logprobs_reference, token_logprobs_triton
 
 __all__ = [
     "depth_smooth",

@@ -77,8 +77,13 @@ def corpus_splits(tokenizer, script_args: BinarizeArguments, seed: int):
     return corpus["train"], held_out
 
 
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with (the same for every ``argv``)."""
+    return TrlParser((BinarizeArguments, LogitDistillationConfig))
+
+
 def parse_args(argv: list[str] | None) -> tuple[BinarizeArguments, LogitDistillationConfig]:
-    return TrlParser((BinarizeArguments, LogitDistillationConfig)).parse_args_and_config(argv)
+    return parser(argv).parse_args_and_config(argv)
 
 
 def main(argv: list[str] | None = None) -> dict:

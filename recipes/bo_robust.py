@@ -251,8 +251,13 @@ def plot_regret(rows: list[dict], args: BORobustArguments, path: Path) -> Figure
     return plot_bands(panels, path, title, "round", "cumulative regret", ncols=len(args.corruptions))
 
 
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with (the same for every ``argv``)."""
+    return TrlParser((BORobustArguments,))
+
+
 def parse_args(argv: list[str] | None) -> BORobustArguments:
-    (args,) = TrlParser((BORobustArguments,)).parse_args_and_config(argv)
+    (args,) = parser(argv).parse_args_and_config(argv)
     if args.quick:
         args = BORobustArguments(**(asdict(args) | QUICK))
     return args

@@ -54,12 +54,17 @@ class PreferenceRecipeArguments:
             raise ValueError(f"`model` must be one of {sorted(CAUSAL_LMS)}, got {self.model!r}")
 
 
-def parse_args(argv: list[str] | None):
-    """Recipe arguments and the TRL config of the chosen algorithm (its class depends on ``algorithm``)."""
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with: the TRL config class follows ``algorithm`` in ``argv``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     recipe_args, _ = TrlParser((PreferenceRecipeArguments,)).parse_args_and_config(argv, return_remaining_strings=True)
     config_class = getattr(alignment, ALGORITHMS[recipe_args.algorithm][0])
-    return TrlParser((PreferenceRecipeArguments, config_class)).parse_args_and_config(argv)
+    return TrlParser((PreferenceRecipeArguments, config_class))
+
+
+def parse_args(argv: list[str] | None):
+    """Recipe arguments and the TRL config of the chosen algorithm."""
+    return parser(argv).parse_args_and_config(argv)
 
 
 def _held_out_metrics(trainer) -> dict[str, float]:

@@ -132,8 +132,13 @@ def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: 
     }
 
 
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with (the same for every ``argv``)."""
+    return TrlParser((GRPOSGDArguments, GRPOConfig))
+
+
 def main(argv: list[str] | None = None) -> dict:
-    script_args, training_args = TrlParser((GRPOSGDArguments, GRPOConfig)).parse_args_and_config(argv)
+    script_args, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
     train = arithmetic_dataset(script_args.num_train, script_args.difficulty, seed=training_args.seed)
     held_out = arithmetic_dataset(script_args.num_eval, script_args.difficulty, seed=training_args.seed + 1)

@@ -38,8 +38,13 @@ class SFTArithmeticArguments:
             raise ValueError(f"`model` must be one of {sorted(CAUSAL_LMS)}, got {self.model!r}")
 
 
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with (the same for every ``argv``)."""
+    return TrlParser((SFTArithmeticArguments, TrainingArguments))
+
+
 def main(argv: list[str] | None = None) -> dict:
-    script_args, training_args = TrlParser((SFTArithmeticArguments, TrainingArguments)).parse_args_and_config(argv)
+    script_args, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
     model, tokenizer = load_causal_lm(script_args.model)
     train = arithmetic_dataset(script_args.num_train, script_args.difficulty, seed=training_args.seed)

@@ -36,8 +36,13 @@ class TokenShiftArguments:
         check_causal_lm("reference", self.reference)
 
 
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with (the same for every ``argv``)."""
+    return TrlParser((TokenShiftArguments,))
+
+
 def main(argv: list[str] | None = None) -> dict:
-    (args,) = TrlParser((TokenShiftArguments,)).parse_args_and_config(argv)
+    (args,) = parser(argv).parse_args_and_config(argv)
     policy, tokenizer = load_causal_lm(args.policy)
     reference, _ = load_causal_lm(args.reference)
     pairs = preference_dataset(args.num_pairs, args.difficulty, seed=args.pairs_seed)

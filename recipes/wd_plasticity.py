@@ -99,8 +99,13 @@ class PlasticityArguments:
             raise ValueError(f"`weight_decays` must not repeat a value, got {self.weight_decays}")
 
 
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with (the same for every ``argv``)."""
+    return TrlParser((PlasticityArguments, TrainingArguments))
+
+
 def parse_args(argv: list[str] | None) -> tuple[PlasticityArguments, TrainingArguments]:
-    script_args, training_args = TrlParser((PlasticityArguments, TrainingArguments)).parse_args_and_config(argv)
+    script_args, training_args = parser(argv).parse_args_and_config(argv)
     if script_args.quick:
         script_args = dataclasses.replace(script_args, **QUICK_SIZES)
         training_args = dataclasses.replace(

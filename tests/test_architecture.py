@@ -76,8 +76,6 @@ RULES = (
     Rule("benchmarks do not import the CLI", ("benchmarks",), ("hf_ext.cli",)),
 )
 RULE_NAMES = [rule.name for rule in RULES]
-# Rules that another task's branch makes true; the lead drops the entry when merging it.
-PENDING = {"benchmarks do not import the CLI": "cli task moves recipes_dir"}
 
 
 def _matching(module: str, patterns: tuple[str, ...]) -> str | None:
@@ -221,15 +219,7 @@ def modules() -> dict[str, Module]:
     return read_modules()
 
 
-@pytest.mark.parametrize(
-    "rule",
-    [
-        pytest.param(rule, id=rule.name, marks=[pytest.mark.xfail(strict=True, reason=PENDING[rule.name])])
-        if rule.name in PENDING
-        else pytest.param(rule, id=rule.name)
-        for rule in RULES
-    ],
-)
+@pytest.mark.parametrize("rule", RULES, ids=RULE_NAMES)
 def test_the_code_follows_the_rule(modules, rule):
     assert not violations(rule, modules), "\n".join(violations(rule, modules))
 

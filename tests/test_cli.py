@@ -1,8 +1,10 @@
+import subprocess
 import sys
 
 import pytest
 
 from hf_ext import cli
+from hf_ext.recipes import available_recipes, recipe_parser, shipped_configs
 
 
 def test_env_reports_versions_and_kernel_backend(capsys):
@@ -57,3 +59,93 @@ def test_config_may_name_a_shipped_config():
 def test_run_rejects_bad_input_with_a_clear_message(argv, message, capsys):
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_list_reads_recipes_without_importing_the_training_stack():
+    code = "import sys; from hf_ext import cli; cli.main(['list']); assert not {'torch', 'trl'} & set(sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The commands `hf-ext run` launched (none are started)."""
+    launched = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda command: launched.append(command) or 0)
+    return launched
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["max_stepz=3"], "unknown setting 'max_stepz'; close matches: max_steps"),
+        (["nosuch_key=3"], "unknown setting 'nosuch_key'; see `hf-ext run agzo_finetune --help`"),
+        (["max_steps=abc"], "invalid int value: 'abc'"),
+        (["methods=sgd"], "`methods` must be a non-empty subset of ['agzo', 'mezo'], got ['sgd']"),
+        (["seed=1 2"], "unexpected values ['2']"),
+    ],
+)
+def test_bad_settings_are_one_line_before_anything_launches(overrides, message, launches, capsys):
+    assert cli.main(["run", "agzo_finetune", *overrides]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hf-ext run agzo_finetune: ") and message in err
+    assert err.count("\n") == 1 and launches == []
+
+
+def test_an_unknown_key_in_a_config_file_is_caught_too(tmp_path, launches, capsys):
+    config = tmp_path / "mine.yaml"
+    config.write_text("max_steps: 2\nlearnig_rate: 1.0e-3\n")
+    assert cli.main(["run", "agzo_finetune", "--config", str(config)]) == 2
+    assert "unknown setting 'learnig_rate'; close matches: learning_rate" in capsys.readouterr().err
+    assert launches == []
+
+
+def test_settings_of_both_dataclasses_launch(launches):
+    assert cli.main(["run", "agzo_finetune", "rank=4", "learning_rate=1e-4", "max_steps=2"]) == 0
+    (command,) = launches
+    assert command[-6:] == ["--rank", "4", "--learning_rate", "1e-4", "--max_steps", "2"]
+
+
+def test_run_help_without_a_recipe_is_the_generic_help(launches, capsys):
+    assert cli.main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: hf-ext run RECIPE") and "--accelerate-config" in out and launches == []
+
+
+def test_recipe_help_lists_its_settings_with_the_config_values_marked(tmp_path, launches, capsys):
+    config = tmp_path / "mine.yaml"
+    config.write_text("max_steps: 7\n")
+    assert cli.main(["run", "agzo_finetune", "--config", str(config), "-h"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[2].startswith("AGZO vs MeZO: zeroth-order fine-tuning of MiniLM")
+    assert "AGZOFinetuneArguments:\n  methods: list[str] = ['agzo', 'mezo']\n      Any of ['agzo', 'mezo']." in out
+    assert "\n  max_steps: int = 7 (set by mine.yaml; default -1)\n" in out
+    assert "\n  rank: int = 8\n      AGZO subspace rank.\n" in out
+    assert launches == []
+
+
+@pytest.mark.parametrize("recipe", sorted(available_recipes()))
+def test_every_recipe_has_a_help(recipe, capsys):
+    assert cli.main(["run", recipe, "--help"]) == 0
+    out = capsys.readouterr().out
+    for dataclass_type in recipe_parser(recipe, cli.recipe_argv(recipe, None, [])).dataclass_types:
+        assert f"\n{dataclass_type.__name__}:\n  " in out
+
+
+def test_help_follows_the_config_that_picks_the_trl_config_class(capsys):
+    assert cli.main(["run", "dpo_regularized", "--config", "simpo_regularized", "--help"]) == 0
+    assert "\nRegularizedSimPOConfig:\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("recipe", "config"),
+    [(recipe, None) for recipe in sorted(set(available_recipes()) & set(shipped_configs()))]
+    + [("dpo_regularized", "simpo_regularized")],
+)
+def test_every_shipped_config_passes_the_settings_check(recipe, config):
+    cli.check_settings(recipe, cli.recipe_argv(recipe, config, []))
+
+
+def test_a_missing_required_setting_is_one_line(launches, capsys):
+    assert cli.main(["run", "token_shift"]) == 2
+    assert capsys.readouterr().err == "hf-ext run token_shift: the following arguments are required: --policy\n"

@@ -15,12 +15,36 @@ def _packages_in_setup_cfg() -> set[str]:
     return set(config["options"]["packages"].split())
 
 
-@pytest.mark.parametrize("cwd", [REPO, Path("/")], ids=["repo-root", "elsewhere"])
-def test_top_level_kernels_is_not_importable(cwd):
-    result = subprocess.run([sys.executable, "-c", "import kernels"], cwd=cwd, capture_output=True, text=True)
-    assert result.returncode != 0
-    ok = subprocess.run([sys.executable, "-c", "import hf_ext.kernels"], cwd=cwd, capture_output=True, text=True)
-    assert ok.returncode == 0, ok.stderr
+# What a REPL, a notebook or `python -c` started in a clone runs first. The repository root is then
+# on sys.path, where transformers' probe for Hugging Face's `kernels` finds our kernels/ folder.
+IMPORTS_AT_THE_ROOT = """
+import hf_ext.zo
+from transformers import AutoModelForCausalLM
+from transformers.utils.import_utils import is_kernels_available
+import kernels
+import hf_ext.kernels
+assert not is_kernels_available(), "our kernels/ folder passed for Hugging Face's kernels package"
+assert not hasattr(kernels, "token_logprobs"), "our kernels were imported under the top-level name"
+assert hf_ext.kernels.token_logprobs
+"""
+
+
+def test_python_started_in_the_repository_root_imports_hf_ext_and_transformers():
+    result = subprocess.run([sys.executable, "-c", IMPORTS_AT_THE_ROOT], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_python_m_pytest_collects_from_the_repository_root():
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/zo/test_trainer.py"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def test_the_install_has_no_top_level_kernels():
+    elsewhere = {"cwd": "/", "capture_output": True, "text": True}
+    assert subprocess.run([sys.executable, "-c", "import kernels"], **elsewhere).returncode != 0
+    result = subprocess.run([sys.executable, "-c", "import hf_ext.kernels"], **elsewhere)
+    assert result.returncode == 0, result.stderr
 
 
 def test_every_package_folder_is_listed_for_non_editable_installs():

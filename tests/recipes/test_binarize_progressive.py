@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from hf_ext.cli import recipes_dir
+from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.binarize_progressive import main
 
 TINY_RUN = ["--model", "tiny", "--max_files", "4", "--block_size", "16", "--eval_blocks", "4", "--max_steps", "4"]

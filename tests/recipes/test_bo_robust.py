@@ -6,7 +6,7 @@ import re
 import pytest
 import torch
 
-from hf_ext.cli import recipes_dir
+from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.bo_robust import OBJECTIVES, BORobustArguments, main, objective_and_optimum
 
 

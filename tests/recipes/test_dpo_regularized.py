@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from hf_ext.cli import recipes_dir
+from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.dpo_regularized import main, parse_args
 
 TINY_RUN = ["--model", "tiny", "--num_train", "8", "--num_eval", "4", "--max_steps", "2", "--logging_steps", "1"]

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from hf_ext.cli import recipes_dir
 from hf_ext.models import load_causal_lm
+from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.grpo_sgd import main
 
 TINY_RUN = ["--model", "tiny", "--num_train", "8", "--num_eval", "4", "--max_new_tokens", "4", "--max_steps", "2"]

@@ -12,7 +12,7 @@ def _flags(overrides):
 
 
 def test_recipe_trains_and_writes_results_and_plot(tmp_path):
-    from hf_ext.cli import recipes_dir
+    from hf_ext.recipes import recipes_dir
 
     config = recipes_dir() / "configs" / "sft_arithmetic.yaml"
     results = main(["--config", str(config), *_flags(TINY_RUN), "--output_dir", str(tmp_path)])

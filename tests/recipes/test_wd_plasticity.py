@@ -3,9 +3,9 @@ import json
 import pytest
 from transformers import LlamaConfig, LlamaForCausalLM, Trainer
 
-from hf_ext.cli import recipes_dir
 from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.plasticity import plasticity_report
+from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.wd_plasticity import PlasticityArguments, downstream_data, main, parse_args, pretraining_trainer
 
 

@@ -5,9 +5,9 @@ import torch
 import yaml
 from trl import GRPOTrainer
 
-from hf_ext.cli import recipes_dir
 from hf_ext.data import arithmetic_dataset, arithmetic_reward
 from hf_ext.models import tiny_causal_lm
+from hf_ext.recipes import recipes_dir
 from hf_ext.rl import checked_reward
 from hf_ext.rl.presets import COMMON_SETTINGS, LEARNING_RATES, adamw_grpo_config, grpo_preset, sgd_grpo_config
 

@@ -10,6 +10,7 @@ from .gradient_smoothing import (
 from .loss_step import LossStepOptimizer
 from .loss_trainer import LossToOptimizerMixin, LossToOptimizerTrainer
 from .ngn import NGN
+from .sensitivity import near_best_width, ratio_at_multiple
 from .sps import SPS
 
 __all__ = [
@@ -22,5 +23,7 @@ __all__ = [
     "LossToOptimizerTrainer",
     "distance_weights",
     "find_blocks",
+    "near_best_width",
+    "ratio_at_multiple",
     "smoothing_matrix",
 ]

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from _harness import emit, median_seconds, save_json
 
-from hf_ext.cli import recipes_dir
+from hf_ext.recipes import stepsize_sensitivity as recipe
 from hf_ext.recipes.stepsize_sensitivity import (
     METHODS,
     PROBLEMS,
@@ -76,7 +76,7 @@ def main() -> None:
     parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    config = recipes_dir() / "configs" / "stepsize_sensitivity.yaml"
+    config = Path(recipe.__file__).with_name("configs") / "stepsize_sensitivity.yaml"
     output_dir = Path(args.output_dir) / "stepsize_sensitivity"
     flags = ["--config", str(config), "--output_dir", str(output_dir), "--seeds", *map(str, args.seeds)]
     results = run_recipe(flags)

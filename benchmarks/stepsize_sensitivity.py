@@ -10,7 +10,7 @@ spread over seeds (the width of each seed's own curve), and the loss ratio at 10
 size. Then the seconds per step (forward, backward, optimizer) of each method over SGD's, timed
 interleaved (7 rounds of 50 steps) on a fixed batch so that load from other processes hits every method alike. The
 issue's goals are checked: SPS's and NGN's width >= 2x SGD's on the convex problems, wider than
-AdamW's on at least one non-convex problem, step time <= 1.05x SGD's. About 10 minutes on 2
+AdamW's on at least one non-convex problem, step time <= 1.05x SGD's. About 17 minutes on 2 shared
 CPU cores. The last line is JSON.
 """
 

@@ -1,6 +1,6 @@
 """Step-size sensitivity sweep: SGD, SGD+momentum, AdamW, SPS, NGN, NGN-M over a log grid of step sizes.
 
-    hf-ext run stepsize_sensitivity                                    # shipped config, ~10 min on 2 CPU cores
+    hf-ext run stepsize_sensitivity                                    # shipped config, ~15 min on 2 busy CPU cores
     hf-ext run stepsize_sensitivity problems="digits_mlp" seeds="0"
     hf-ext run stepsize_sensitivity quick=true                         # seconds: the end-to-end check
 

@@ -38,6 +38,10 @@ DISPLAY_NAMES = {
     "gp_ts": "GP-TS",
     "rcgp_ts": "RCGP-TS",
     "relevance_pursuit_ucb": "relevance pursuit + UCB",
+    "sgd_momentum": "SGD+momentum",
+    "sps": "SPS",
+    "ngn": "NGN",
+    "ngn_m": "NGN-M",
 }
 # At most this many intervals between numeric x ticks: labels of up to 9 characters then fit a 4-inch axis.
 MAX_NUMERIC_TICKS = 4
@@ -225,6 +229,36 @@ def plot_bands(
             _mean_band(ax, np.arange(1, len(runs[0]) + 1), runs, display_name(name))
         _integer_steps(ax)
         _label(ax, xlabel, ylabel, panel)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
+    figure.suptitle(title)
+    return _save(figure, path)
+
+
+def plot_log_sweeps(
+    panels: Mapping[str, Mapping[str, Sequence[Sequence[float]]]],
+    x: Sequence[float],
+    path: str | Path,
+    title: str,
+    xlabel: str,
+    ylabels: Mapping[str, str],
+    ncols: int = 2,
+) -> Figure:
+    """A grid of panels on log-log axes; in each, every series' runs (one list of values over ``x`` per seed)
+    as a mean line with a +-1 std band. A point where any seed is NaN or infinite (diverged) is not drawn."""
+    nrows = -(-len(panels) // ncols)
+    figure, axes = _figure(nrows, ncols, panel_size=(4.5, 3.5))
+    for ax, (panel, series) in zip(axes.flat[: len(panels)], panels.items(), strict=True):
+        for name, runs in series.items():
+            with np.errstate(invalid="ignore"):  # inf - inf in the std of a diverged point
+                mean, std = mean_and_std(runs)
+            mean[~np.isfinite(mean)] = np.nan
+            ax.plot(x, mean, marker=".", label=display_name(name))
+            ax.fill_between(x, np.clip(mean - std, mean / 10, None), mean + std, alpha=0.15)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        _label(ax, xlabel, ylabels[panel], panel)
     for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
     axes.flat[0].legend(fontsize=7)

@@ -25,7 +25,7 @@ from trl import GRPOConfig
 
 import hf_ext
 import hf_ext.recipes
-from hf_ext.optim import GradientSmoothing
+from hf_ext.optim import NGN, SPS, GradientSmoothing
 from hf_ext.plasticity import PlasticityCallback
 from hf_ext.quant import ProgressiveBinarizationCallback, ProgressiveBinaryLinear, binarize_model
 from hf_ext.rl import UpdateSparsityCallback, grpo_preset
@@ -166,6 +166,8 @@ def _plasticity(**kwargs):
 # Optimizers, callbacks and module/model converters, built from their keyword arguments.
 KWARG_BUILDERS = {
     "GradientSmoothing": (GradientSmoothing, _smoothed),
+    "NGN": (NGN, lambda **kwargs: NGN([nn.Parameter(torch.zeros(2))], **kwargs)),
+    "SPS": (SPS, lambda **kwargs: SPS([nn.Parameter(torch.zeros(2))], **kwargs)),
     "PlasticityCallback": (PlasticityCallback, _plasticity),
     "ProgressiveBinarizationCallback": (ProgressiveBinarizationCallback, ProgressiveBinarizationCallback),
     "ProgressiveBinaryLinear": (ProgressiveBinaryLinear, lambda **kwargs: ProgressiveBinaryLinear(4, 3, **kwargs)),

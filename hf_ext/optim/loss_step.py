@@ -1,0 +1,100 @@
+"""The step shared by optimizers whose step size is computed from the loss value (SPS, NGN).
+
+Each step takes the loss ``f`` (from ``step(closure)`` or, in the ``Trainer``, from
+:meth:`LossStepOptimizer.set_loss`), the squared gradient norm ``||g||^2`` (over all groups, or
+per group), asks the subclass for the step size ``gamma = step_size(f, ||g||^2, lr)`` and moves
+
+    x <- x (1 - gamma * weight_decay) - d,   d <- beta * d + (1 - beta) * gamma * g
+
+(heavy-ball momentum on the step, as in NGN-M: ``x_{k+1} = x_k - (1 - beta) gamma_k g_k + beta (x_k - x_{k-1})``;
+``beta = 0`` is the plain method). Weight decay is decoupled from the gradient and scaled by the
+effective step size, so a too-large ``lr`` cannot blow up the decay either. The effective step
+size of the last step is kept in each group's ``"step_size"`` (saved with ``state_dict()``).
+"""
+
+import torch
+
+from .._validation import check_finite, check_finite_loss
+
+NORMS = ("global", "per_group")
+
+
+class LossStepOptimizer(torch.optim.Optimizer):
+    """Base class: subclasses define :meth:`step_size` and :meth:`check_loss`; see the module docstring."""
+
+    def __init__(self, params, lr: float, momentum: float, weight_decay: float, norm: str, **defaults):
+        owner = type(self).__name__
+        for name, value in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay)):
+            check_finite(owner, name, value)
+        if not lr > 0:
+            raise ValueError(f"{owner}: `lr` must be > 0, got {lr}")
+        if not 0 <= momentum < 1:
+            raise ValueError(f"{owner}: `momentum` must be in [0, 1), got {momentum}")
+        if weight_decay < 0:
+            raise ValueError(f"{owner}: `weight_decay` must be >= 0, got {weight_decay}")
+        if norm not in NORMS:
+            raise ValueError(f"{owner}: `norm` must be one of {list(NORMS)}, got {norm!r}")
+        self.norm = norm
+        self._loss = None
+        super().__init__(
+            params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, step_size=0.0, steps=0, **defaults)
+        )
+
+    def step_size(self, loss: float, grad_sq: float, group: dict) -> float:
+        raise NotImplementedError
+
+    def check_loss(self, loss: float) -> None:
+        """Raise ``ValueError`` for a finite loss the rule cannot use (called before anything changes)."""
+
+    def set_loss(self, loss: torch.Tensor | float) -> None:
+        """The loss of the gradients the next :meth:`step` uses (the ``Trainer`` mixin calls this)."""
+        self._loss = loss
+
+    def _take_loss(self, closure) -> torch.Tensor | float:
+        if closure is not None:
+            with torch.enable_grad():
+                return closure()
+        if self._loss is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.step() needs the loss: call step(closure), or set_loss(loss) before step() "
+                "(hf_ext.optim.LossToOptimizerTrainer does it for the Trainer)"
+            )
+        loss, self._loss = self._loss, None
+        return loss
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = self._take_loss(closure)
+        value = float(loss)
+        check_finite_loss(type(self).__name__, torch.tensor(value), self.param_groups[0]["steps"])
+        self.check_loss(value)
+        grads = [[p.grad for p in group["params"] if p.grad is not None] for group in self.param_groups]
+        squares = [torch.stack(torch._foreach_norm(g)).square().sum().item() if g else 0.0 for g in grads]
+        if self.norm == "global":
+            squares = [sum(squares)] * len(squares)
+        for group, group_grads, grad_sq in zip(self.param_groups, grads, squares, strict=True):
+            gamma = self.step_size(value, grad_sq, group)
+            group["step_size"], group["steps"] = gamma, group["steps"] + 1
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            if group["weight_decay"]:
+                torch._foreach_mul_(params, 1 - gamma * group["weight_decay"])
+            beta = group["momentum"]
+            if beta == 0:
+                torch._foreach_add_(params, group_grads, alpha=-gamma)
+                continue
+            buffers = [self.state[p].setdefault("momentum_buffer", torch.zeros_like(p)) for p in params]
+            torch._foreach_mul_(buffers, beta)
+            torch._foreach_add_(buffers, group_grads, alpha=(1 - beta) * gamma)
+            torch._foreach_sub_(params, buffers)
+        return loss
+
+    def step_sizes(self) -> list[float]:
+        """The effective step size of the last step, per parameter group."""
+        return [group["step_size"] for group in self.param_groups]
+
+
+def ratio_or(numerator: float, denominator: float, otherwise: float) -> float:
+    """``numerator / denominator``, or ``otherwise`` when the denominator is 0 (a zero gradient)."""
+    return numerator / denominator if denominator > 0 else otherwise

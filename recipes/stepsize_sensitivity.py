@@ -1,0 +1,359 @@
+"""Step-size sensitivity sweep: SGD, SGD+momentum, AdamW, SPS, NGN, NGN-M over a log grid of step sizes.
+
+    hf-ext run stepsize_sensitivity                                    # shipped config, ~15 min on 2 busy CPU cores
+    hf-ext run stepsize_sensitivity problems="digits_mlp" seeds="0"
+    hf-ext run stepsize_sensitivity quick=true                         # seconds: the end-to-end check
+
+Every method runs at every step size of the grid (``lr`` of SGD/AdamW, the cap ``gamma_b`` of
+SPS, ``sigma`` of NGN) from the same initialisation and the same mini-batches per seed, on
+(a) convex problems: L2-regularised logistic regression on scikit-learn's breast-cancer and
+digits data (standardised features), whose optimum ``f*`` is found by L-BFGS in float64; (b)
+non-convex ones: an MLP on digits and a small Llama pretrained from scratch on standard-library
+source. The final training loss (full data set; 64 fixed blocks for the LM) is compared: the
+suboptimality ``f - f*`` on the convex problems, the loss on the others. Per method and problem
+the recipe reports the width in decades of the step-size range within 10% of the method's best
+(:func:`hf_ext.optim.near_best_width`), the ratio at 10x the best step size, and the median
+seconds per step over SGD's. Runs that diverge count as infinite loss. The runs are split
+between the processes of ``accelerate launch``.
+
+Writes ``runs.csv`` (one row per run), ``results.json`` (per problem and method: the curve and
+the numbers above) and ``stepsize_sensitivity.png`` (final loss against step size, one panel per
+problem) to ``output_dir``.
+"""
+
+import csv
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from accelerate import PartialState
+from accelerate.utils import gather_object
+from sklearn.datasets import load_breast_cancer, load_digits
+from torch import nn
+from torch.nn import functional as F
+from tqdm.auto import tqdm
+from trl import TrlParser
+
+from hf_ext._validation import check_finite_fields
+from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
+from hf_ext.models import llama_from_scratch
+from hf_ext.optim import NGN, SPS, near_best_width, ratio_at_multiple
+from hf_ext.plotting import plot_log_sweeps
+from hf_ext.recipes._results import write_results
+
+METHODS = ("sgd", "sgd_momentum", "adamw", "sps", "ngn", "ngn_m")
+PROBLEMS = ("breast_cancer_logreg", "digits_logreg", "digits_mlp", "llama_lm")
+LM_EVAL_BLOCKS = 64
+QUICK = {
+    "seeds": [0],
+    "step_size_min": 0.01,
+    "step_size_max": 1.0,
+    "num_step_sizes": 3,
+    "steps": 20,
+    "lm_steps": 3,
+    "lm_hidden_size": 16,
+    "lm_layers": 1,
+    "lm_corpus_files": 4,
+}
+
+
+@dataclass
+class StepSizeSensitivityArguments:
+    methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"help": f"Any of {list(METHODS)}."})
+    problems: list[str] = field(default_factory=lambda: list(PROBLEMS), metadata={"help": f"Any of {list(PROBLEMS)}."})
+    seeds: list[int] = field(
+        default_factory=lambda: [0, 1, 2], metadata={"help": "Seeds: initialisation and mini-batch order."}
+    )
+    step_size_min: float = field(default=1e-4, metadata={"help": "Smallest step size of the log grid."})
+    step_size_max: float = field(default=1e2, metadata={"help": "Largest step size of the log grid."})
+    num_step_sizes: int = field(default=13, metadata={"help": "Step sizes in the log grid (ends included)."})
+    steps: int = field(default=300, metadata={"help": "Steps per run on the scikit-learn problems."})
+    batch_size: int = field(default=32, metadata={"help": "Mini-batch size on the scikit-learn problems."})
+    l2: float = field(default=1e-3, metadata={"help": "L2 coefficient of the logistic regressions (l2/2 ||w||^2)."})
+    mlp_hidden_size: int = field(default=64, metadata={"help": "Hidden units of the digits MLP (one ReLU layer)."})
+    lm_steps: int = field(default=100, metadata={"help": "Steps per run on the language model."})
+    lm_batch_size: int = field(default=8, metadata={"help": "Blocks per language-model step."})
+    lm_block_size: int = field(default=64, metadata={"help": "Tokens per block."})
+    lm_hidden_size: int = field(default=32, metadata={"help": "Width of the Llama (MLP 4x)."})
+    lm_layers: int = field(default=2, metadata={"help": "Decoder layers of the Llama."})
+    lm_vocab_size: int = field(default=512, metadata={"help": "BPE vocabulary trained on standard-library source."})
+    lm_corpus_files: int = field(default=30, metadata={"help": "Standard-library files in the corpus."})
+    momentum: float = field(default=0.9, metadata={"help": "Momentum of SGD+momentum and NGN-M."})
+    sps_c: float = field(default=0.5, metadata={"help": "SPS's constant c."})
+    tolerance: float = field(default=0.1, metadata={"help": "Near best: within this fraction of the best value."})
+    quick: bool = field(default=False, metadata={"help": "Tiny sizes and a 3-point grid: an end-to-end check."})
+    output_dir: str = field(default="outputs/stepsize_sensitivity", metadata={"help": "Where results go."})
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        for name, allowed in (("methods", METHODS), ("problems", PROBLEMS)):
+            chosen = getattr(self, name)
+            if not chosen or set(chosen) - set(allowed):
+                raise ValueError(f"`{name}` must be a non-empty subset of {list(allowed)}, got {chosen}")
+        if not 0 < self.step_size_min < self.step_size_max:
+            raise ValueError(
+                f"`step_size_min` and `step_size_max` must satisfy 0 < min < max, got "
+                f"{self.step_size_min} and {self.step_size_max}"
+            )
+        positive = ("num_step_sizes", "steps", "batch_size", "lm_steps", "lm_batch_size", "sps_c", "tolerance")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"`{name}` must be > 0, got {getattr(self, name)}")
+        if not 0 <= self.momentum < 1:
+            raise ValueError(f"`momentum` must be in [0, 1), got {self.momentum}")
+
+    def grid(self) -> list[float]:
+        """The step sizes: ``num_step_sizes`` points evenly spaced in log scale from min to max."""
+        low, high = math.log10(self.step_size_min), math.log10(self.step_size_max)
+        count = self.num_step_sizes
+        return [10 ** (low + (high - low) * i / max(1, count - 1)) for i in range(count)]
+
+
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with (the same for every ``argv``)."""
+    return TrlParser((StepSizeSensitivityArguments,))
+
+
+def parse_args(argv: list[str] | None) -> StepSizeSensitivityArguments:
+    (args,) = parser(argv).parse_args_and_config(argv)
+    return dataclasses.replace(args, **QUICK) if args.quick else args
+
+
+@dataclass
+class Problem:
+    """A training problem: ``loss(model, index)`` on rows of ``inputs``, ``full_loss`` on the fixed evaluation rows."""
+
+    name: str
+    convex: bool
+    inputs: torch.Tensor
+    loss: Callable[[nn.Module, torch.Tensor], torch.Tensor]
+    build: Callable[[int], nn.Module]
+    steps: int
+    batch_size: int
+    eval_rows: int
+
+    @torch.no_grad()
+    def full_loss(self, model: nn.Module) -> float:
+        index = torch.arange(self.eval_rows)
+        value = sum(self.loss(model, chunk).item() * len(chunk) for chunk in index.split(256)) / self.eval_rows
+        return value if math.isfinite(value) else math.inf
+
+
+def _standardised(features) -> torch.Tensor:
+    x = torch.tensor(features, dtype=torch.float32)
+    return (x - x.mean(0)) / x.std(0).clamp_min(1e-6)
+
+
+def _classification(name, data, model_fn, args, convex: bool) -> Problem:
+    x, y = _standardised(data.data), torch.tensor(data.target)
+    l2 = args.l2 if convex else 0.0
+
+    def loss(model, index):
+        model_dtype = next(model.parameters()).dtype
+        value = F.cross_entropy(model(x[index].to(model_dtype)), y[index])
+        return value + l2 / 2 * sum(p.square().sum() for p in model.parameters()) if l2 else value
+
+    def build(seed):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return model_fn(x.shape[1], int(y.max()) + 1)
+
+    return Problem(name, convex, x, loss, build, args.steps, args.batch_size, len(x))
+
+
+def _logistic(features: int, classes: int) -> nn.Module:
+    model = nn.Linear(features, classes)
+    nn.init.zeros_(model.weight)
+    nn.init.zeros_(model.bias)
+    return model
+
+
+def _language_model(args) -> Problem:
+    tokenizer = stdlib_bpe_tokenizer(args.lm_vocab_size)
+    corpus = stdlib_corpus(tokenizer, args.lm_block_size, max_files=args.lm_corpus_files, seed=0)
+    blocks = torch.tensor(corpus["train"]["input_ids"])
+
+    def loss(model, index):
+        return model(input_ids=blocks[index], labels=blocks[index]).loss
+
+    def build(seed):
+        return llama_from_scratch(
+            tokenizer, args.lm_hidden_size, args.lm_layers, num_heads=2, max_positions=args.lm_block_size, seed=seed
+        )
+
+    return Problem("llama_lm", False, blocks, loss, build, args.lm_steps, args.lm_batch_size, LM_EVAL_BLOCKS)
+
+
+def build_problem(name: str, args: StepSizeSensitivityArguments) -> Problem:
+    if name == "llama_lm":
+        return _language_model(args)
+    if name == "breast_cancer_logreg":
+        return _classification(name, load_breast_cancer(), _logistic, args, convex=True)
+    if name == "digits_logreg":
+        return _classification(name, load_digits(), _logistic, args, convex=True)
+
+    def mlp(features, classes):
+        return nn.Sequential(
+            nn.Linear(features, args.mlp_hidden_size), nn.ReLU(), nn.Linear(args.mlp_hidden_size, classes)
+        )
+
+    return _classification(name, load_digits(), mlp, args, convex=False)
+
+
+def optimum(problem: Problem) -> float:
+    """The convex problem's minimum, by full-batch L-BFGS in float64 from the zero start."""
+    model = problem.build(0).double()
+    optimizer = torch.optim.LBFGS(
+        model.parameters(), max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-16, line_search_fn="strong_wolfe"
+    )
+    index = torch.arange(len(problem.inputs))
+
+    def closure():
+        optimizer.zero_grad()
+        loss = problem.loss(model, index)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    return problem.full_loss(model)
+
+
+def build_optimizer(method: str, params, step_size: float, args: StepSizeSensitivityArguments):
+    if method in ("sgd", "sgd_momentum"):
+        return torch.optim.SGD(params, lr=step_size, momentum=args.momentum if method == "sgd_momentum" else 0.0)
+    if method == "adamw":
+        return torch.optim.AdamW(params, lr=step_size, weight_decay=0.0)
+    if method == "sps":
+        return SPS(params, lr=step_size, c=args.sps_c)
+    return NGN(params, lr=step_size, momentum=args.momentum if method == "ngn_m" else 0.0)
+
+
+def run_one(problem: Problem, method: str, step_size: float, seed: int, args) -> dict:
+    """One training run; the final loss is ``inf`` once the training loss stops being finite."""
+    model = problem.build(seed)
+    optimizer = build_optimizer(method, model.parameters(), step_size, args)
+    generator = torch.Generator().manual_seed(seed)
+    seconds, diverged = [], False
+    for _ in range(problem.steps):
+        index = torch.randint(len(problem.inputs), (problem.batch_size,), generator=generator)
+
+        def closure(index=index):
+            optimizer.zero_grad()
+            loss = problem.loss(model, index)
+            loss.backward()
+            return loss
+
+        start = time.perf_counter()
+        try:
+            loss = optimizer.step(closure)
+        except FloatingPointError:  # SPS and NGN refuse a non-finite loss before touching the weights
+            diverged = True
+            break
+        seconds.append(time.perf_counter() - start)
+        if not math.isfinite(loss.item()):
+            diverged = True
+            break
+    return {
+        "problem": problem.name,
+        "method": method,
+        "step_size": step_size,
+        "seed": seed,
+        "final_loss": math.inf if diverged else problem.full_loss(model),
+        "seconds_per_step": statistics.median(seconds) if seconds else math.nan,
+    }
+
+
+def summarize(rows: list[dict], optima: dict[str, float], args: StepSizeSensitivityArguments) -> dict:
+    """Per problem and method: the compared values per step size (per seed and their mean) and the sensitivity numbers.
+
+    The values are the final loss, minus the optimum on a convex problem; the width and the 10x ratio read the
+    mean over seeds, and the width is also given per seed (its spread).
+    """
+    grid = args.grid()
+    summary = {}
+    for problem in args.problems:
+        runs = [r for r in rows if r["problem"] == problem]
+        seconds = {
+            method: statistics.median(
+                r["seconds_per_step"] for r in runs if r["method"] == method and math.isfinite(r["seconds_per_step"])
+            )
+            for method in args.methods
+        }
+        for method in args.methods:
+            final = {(r["seed"], r["step_size"]): r["final_loss"] for r in runs if r["method"] == method}
+            per_seed = [[final[seed, s] - optima.get(problem, 0.0) for s in grid] for seed in args.seeds]
+            values = [statistics.fmean(column) for column in zip(*per_seed, strict=True)]
+            width, censored = near_best_width(grid, values, args.tolerance)
+            finite = [v for v in values if math.isfinite(v)]
+            summary[f"{problem}/{method}"] = {
+                "convex": problem in optima,
+                "values": values,
+                "per_seed_values": per_seed,
+                "best_step_size": grid[values.index(min(finite))] if finite else None,
+                "best_value": min(finite) if finite else None,
+                "width_decades": width,
+                "width_decades_per_seed": [near_best_width(grid, curve, args.tolerance)[0] for curve in per_seed],
+                "width_reaches_grid_end": censored,
+                "ratio_at_10x_best": ratio_at_multiple(grid, values),
+                "seconds_per_step": seconds[method],
+                "step_time_vs_sgd": seconds[method] / seconds["sgd"] if "sgd" in seconds else None,
+            }
+    return summary
+
+
+def plot(summary: dict, args: StepSizeSensitivityArguments, path: Path):
+    """Final loss (convex: minus the optimum) against step size, one panel per problem, mean +- std over seeds."""
+    panels = {p: {m: summary[f"{p}/{m}"]["per_seed_values"] for m in args.methods} for p in args.problems}
+    ylabels = {
+        p: "final loss - optimum" if summary[f"{p}/{args.methods[0]}"]["convex"] else "final training loss"
+        for p in args.problems
+    }
+    title = f"Final loss vs step size, mean +- std over {len(args.seeds)} seed(s); diverged points not drawn"
+    return plot_log_sweeps(panels, args.grid(), path, title, "step size (lr, gamma_b, sigma)", ylabels)
+
+
+def _line(entry: dict) -> str:
+    ratio, time_ratio, best = entry["ratio_at_10x_best"], entry["step_time_vs_sgd"], entry["best_step_size"]
+    width = f"{entry['width_decades']:.2f} decades{'+' if entry['width_reaches_grid_end'] else ''}"
+    best = "none (all diverged)" if best is None else f"{best:.3g}"
+    ratio = "off grid" if ratio is None else f"{ratio:.3g}"
+    time_ratio = "-" if time_ratio is None else f"{time_ratio:.3f}"
+    return f"width {width}, best step size {best}, 10x-best ratio {ratio}, step time vs SGD {time_ratio}"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    state = PartialState()
+    problems = {name: build_problem(name, args) for name in args.problems}
+    optima = {name: optimum(problem) for name, problem in problems.items() if problem.convex}
+    jobs = [(p, m, s, seed) for p in args.problems for m in args.methods for s in args.grid() for seed in args.seeds]
+    mine = jobs[state.process_index :: state.num_processes]  # dealt round-robin: the slow LM runs are shared
+    bar = tqdm(mine, desc="stepsize_sensitivity", unit="run", disable=not state.is_main_process)
+    local = [run_one(problems[p], m, s, seed, args) for p, m, s, seed in bar]
+    rows = gather_object(local) if state.num_processes > 1 else local
+    results = {
+        "summary": summarize(rows, optima, args),
+        "optima": optima,
+        "grid": args.grid(),
+        "args": dataclasses.asdict(args),
+    }
+    out = Path(args.output_dir)
+    if state.is_main_process:
+        write_results(out, results)
+        with (out / "runs.csv").open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        plot(results["summary"], args, out / "stepsize_sensitivity.png")
+        for key, entry in results["summary"].items():
+            state.print(f"{key}: {_line(entry)}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,12 @@ tokenizer = stdlib_bpe_tokenizer(1024)
 model = llama_from_scratch(tokenizer, hidden_size=64, num_layers=2)
 corpus = stdlib_corpus(tokenizer, block_size=64, max_files=8)
 args = TrainingArguments(
-    output_dir="outputs/dsgd_example", max_steps=6, per_device_train_batch_size=4, logging_steps=3, report_to="none"
+    output_dir="outputs/dsgd_example",
+    max_steps=6,
+    per_device_train_batch_size=4,
+    logging_steps=3,
+    report_to="none",
+    use_cpu=True,  # on CPU: without it transformers does not join torchrun's processes into one gloo group
 )
 held_out = corpus["validation"][:8]
 loss_inputs = {key: torch.tensor(held_out[key]) for key in ("input_ids", "attention_mask", "labels")}

@@ -13,7 +13,7 @@ Runs ``recipes/dsgd.py`` under ``torchrun --nproc_per_node=N`` (gloo) for each N
 3. non-convex (``lm``, a 2-layer Llama on standard-library source through ``DecentralizedTrainer``):
    ring and DDP (the stock Trainer) on 2 processes, one seed, 40 steps.
 
-About 15 minutes on 2 shared CPU cores (8 processes on 2 cores are slow: per-step times measure
+About 16 minutes on 2 shared CPU cores (8 processes on 2 cores are slow: per-step times measure
 scheduling as much as messages). The last line is JSON.
 """
 

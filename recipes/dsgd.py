@@ -34,7 +34,7 @@ from sklearn.datasets import load_breast_cancer, load_digits
 from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
-from transformers import TrainingArguments
+from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
@@ -238,8 +238,6 @@ def train_loop(problem: Problem, topology: str, seed: int, rank: int, args: DSGD
 
 def lm_run(topology: str, seed: int, args: DSGDArguments, training_args, data) -> dict:
     """One run of the ``lm`` problem through DecentralizedTrainer (DDP: the stock Trainer)."""
-    from transformers import Trainer
-
     tokenizer, corpus = data
     model = llama_from_scratch(tokenizer, args.hidden_size, args.num_layers, max_positions=args.block_size, seed=seed)
     run_args = dataclasses.replace(

@@ -25,7 +25,7 @@ from trl import GRPOConfig
 
 import hf_ext
 import hf_ext.recipes
-from hf_ext.optim import NGN, SPS, GradientSmoothing
+from hf_ext.optim import NGN, SPS, DecentralizedMetricsCallback, DecentralizedSGD, GradientSmoothing
 from hf_ext.plasticity import PlasticityCallback
 from hf_ext.quant import ProgressiveBinarizationCallback, ProgressiveBinaryLinear, binarize_model
 from hf_ext.rl import UpdateSparsityCallback, grpo_preset
@@ -165,6 +165,11 @@ def _plasticity(**kwargs):
 
 # Optimizers, callbacks and module/model converters, built from their keyword arguments.
 KWARG_BUILDERS = {
+    "DecentralizedMetricsCallback": (DecentralizedMetricsCallback, DecentralizedMetricsCallback),
+    "DecentralizedSGD": (
+        DecentralizedSGD,
+        lambda **kwargs: DecentralizedSGD(torch.optim.SGD(nn.Linear(2, 2).parameters()), **kwargs),
+    ),
     "GradientSmoothing": (GradientSmoothing, _smoothed),
     "NGN": (NGN, lambda **kwargs: NGN([nn.Parameter(torch.zeros(2))], **kwargs)),
     "SPS": (SPS, lambda **kwargs: SPS([nn.Parameter(torch.zeros(2))], **kwargs)),

@@ -1,0 +1,198 @@
+"""Decentralized SGD: each worker keeps its own model, steps locally and averages with its graph neighbours.
+
+With ``W`` the topology's doubly stochastic mixing matrix (:mod:`hf_ext.optim.topology`):
+
+- ``order="atc"`` (adapt-then-combine, default): ``x_i <- sum_j W_ij (x_j - lr g_j)``: the base step,
+  then one gossip round;
+- ``order="cta"`` (combine-then-adapt): ``x_i <- sum_j W_ij x_j - lr g_i(x_i)``: one gossip round,
+  then the base step with the gradient taken before it.
+
+No all-reduce: a round sends the parameters, flattened into a few buckets, to the neighbours only
+(:class:`~hf_ext.optim.gossip.GossipCommunicator`). The base optimizer's state (momentum, Adam's
+moments) stays local. With one process, or ``topology="complete"``, it is the base optimizer on the
+exact average (``complete`` costs ``n - 1`` messages per bucket, an all-reduce fewer bytes).
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from .._validation import check_finite
+from .gossip import GossipCommunicator
+from .topology import Topology
+
+ORDERS = ("atc", "cta")
+
+
+def _delegated(name: str) -> property:
+    """An attribute that lives on ``self.base_optimizer`` (it stays in step after its ``load_state_dict``)."""
+    return property(
+        lambda self: getattr(self.base_optimizer, name),
+        lambda self, value: setattr(self.base_optimizer, name, value),
+    )
+
+
+def _buckets(params: list[nn.Parameter], cap_bytes: float) -> list[list[nn.Parameter]]:
+    """Parameters grouped by device and dtype, in order, each group cut into runs of at most ``cap_bytes``."""
+    by_kind: dict[tuple, list[list[nn.Parameter]]] = {}
+    for p in params:
+        runs = by_kind.setdefault((p.device, p.dtype), [[]])
+        if runs[-1] and sum(q.numel() * q.element_size() for q in runs[-1]) + p.numel() * p.element_size() > cap_bytes:
+            runs.append([])
+        runs[-1].append(p)
+    return [run for runs in by_kind.values() for run in runs]
+
+
+class DecentralizedSGD(torch.optim.Optimizer):
+    """Wraps ``base_optimizer``: its local step, then (or before it) gossip averaging with neighbours.
+
+    Args:
+        base_optimizer: any ``torch.optim.Optimizer`` (SGD for DSGD proper, or AdamW, Muon, ...).
+        topology: ``"ring"``, ``"torus"``, ``"exponential"``, ``"one_peer_exponential"``, ``"complete"``,
+            an ``n x n`` doubly stochastic matrix, or a :class:`Topology`.
+        order: ``"atc"`` (adapt-then-combine) or ``"cta"`` (combine-then-adapt).
+        bucket_cap_mb: parameters are flattened into buckets of at most this many MiB (one message each).
+        group: the ``torch.distributed`` process group (default: the world; none initialised: one worker).
+
+    At construction every worker takes rank 0's parameters (as DDP does), so all start from one point.
+    ``param_groups`` and ``state`` are the base's; ``state_dict()`` adds the gossip round counter, which
+    a time-varying topology needs to resume in phase.
+    """
+
+    def __init__(
+        self,
+        base_optimizer: torch.optim.Optimizer,
+        topology: str | list | torch.Tensor | Topology = "ring",
+        order: str = "atc",
+        bucket_cap_mb: float = 25.0,
+        group=None,
+    ):
+        if not isinstance(base_optimizer, torch.optim.Optimizer):
+            raise TypeError(
+                "DecentralizedSGD: `base_optimizer` must be a torch.optim.Optimizer, got "
+                f"{type(base_optimizer).__name__}"
+            )
+        if order not in ORDERS:
+            raise ValueError(f"DecentralizedSGD: `order` must be one of {list(ORDERS)}, got {order!r}")
+        check_finite("DecentralizedSGD", "bucket_cap_mb", bucket_cap_mb)
+        if not bucket_cap_mb > 0:
+            raise ValueError(f"DecentralizedSGD: `bucket_cap_mb` must be > 0, got {bucket_cap_mb}")
+        self.communicator = GossipCommunicator(group)
+        if not isinstance(topology, Topology):
+            topology = Topology(topology, self.communicator.world_size)
+        elif topology.world_size != self.communicator.world_size:
+            raise ValueError(
+                f"DecentralizedSGD: the topology is for {topology.world_size} workers, "
+                f"but {self.communicator.world_size} processes exist"
+            )
+        # Optimizer.__init__ is not called: param_groups and state must stay the base's.
+        self.base_optimizer = base_optimizer
+        self.topology = topology
+        self.order = order
+        self.rounds = 0
+        params = [p for group_ in base_optimizer.param_groups for p in group_["params"]]
+        self.buckets = _buckets(params, bucket_cap_mb * 2**20)
+        flats = self._flatten()
+        self.communicator.broadcast_(flats)
+        self._unflatten(flats)
+
+    param_groups = _delegated("param_groups")
+    state = _delegated("state")
+    defaults = _delegated("defaults")
+
+    def state_dict(self) -> dict:
+        return {**self.base_optimizer.state_dict(), "gossip_rounds": self.rounds}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state_dict = dict(state_dict)
+        self.rounds = int(state_dict.pop("gossip_rounds", 0))
+        self.base_optimizer.load_state_dict(state_dict)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.base_optimizer.zero_grad(set_to_none=set_to_none)
+
+    def _flatten(self) -> list[torch.Tensor]:
+        return [torch.cat([p.detach().reshape(-1) for p in bucket]) for bucket in self.buckets]
+
+    def _unflatten(self, flats: list[torch.Tensor]) -> None:
+        for bucket, flat in zip(self.buckets, flats, strict=True):
+            for p, part in zip(bucket, flat.split([p.numel() for p in bucket]), strict=True):
+                p.detach().copy_(part.view_as(p))
+
+    @torch.no_grad()
+    def gossip(self) -> None:
+        """One round ``x_i <- sum_j W_ij x_j`` with this round's matrix."""
+        flats = self._flatten()
+        self.communicator.mix_(flats, self.topology.matrix(self.rounds))
+        self._unflatten(flats)
+        self.rounds += 1
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if self.order == "cta":
+            self.gossip()
+        self.base_optimizer.step()
+        if self.order == "atc":
+            self.gossip()
+        return loss
+
+    @torch.no_grad()
+    def consensus_distance(self) -> float:
+        """``(1/n) sum_i ||x_i - x_bar||^2`` over all parameters (collective: every worker calls it)."""
+        flats = self._flatten()
+        means = [flat.clone() for flat in flats]
+        self.communicator.average_(means)
+        local = sum(float((flat - mean).double().square().sum()) for flat, mean in zip(flats, means, strict=True))
+        return self.communicator.sum(local) / self.communicator.world_size
+
+    @torch.no_grad()
+    def average_(self) -> None:
+        """Set every worker's parameters to the exact average ``x_bar`` (collective)."""
+        flats = self._flatten()
+        self.communicator.average_(flats)
+        self._unflatten(flats)
+
+    @contextmanager
+    def averaged_parameters(self) -> Iterator[None]:
+        """Inside the block the model holds ``x_bar`` (to evaluate or save it); each worker's own after (collective)."""
+        own = self._flatten()
+        self.average_()
+        try:
+            yield
+        finally:
+            self._unflatten(own)
+
+    def __getstate__(self) -> dict:
+        return self.__dict__.copy()
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"DecentralizedSGD({self.topology!r}, order={self.order!r}, base={self.base_optimizer!r})"
+
+
+class DecentralizedSGDFactory:
+    """Builds the optimizer for ``Trainer(optimizer_cls_and_kwargs=(DecentralizedSGDFactory, kwargs))``.
+
+    transformers instantiates a non-``Optimizer`` class there with no arguments and calls it with the model
+    and ``kwargs``: ``base`` (the base optimizer class, default ``torch.optim.SGD``), ``base_kwargs`` (its
+    arguments) and any :class:`DecentralizedSGD` argument.
+    """
+
+    def __call__(self, model: nn.Module, base=torch.optim.SGD, base_kwargs: dict | None = None, **decentralized):
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        return DecentralizedSGD(base(trainable, **(base_kwargs or {})), **decentralized)
+
+
+def find_decentralized(optimizer) -> DecentralizedSGD | None:
+    """The :class:`DecentralizedSGD` inside ``optimizer`` (accelerate wraps it as ``.optimizer``), or ``None``."""
+    while optimizer is not None and not isinstance(optimizer, DecentralizedSGD):
+        optimizer = getattr(optimizer, "optimizer", None)
+    return optimizer

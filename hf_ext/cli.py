@@ -174,7 +174,7 @@ def _show(value) -> str:
 def _field_help(field: dataclasses.Field, configured: dict, config_name: str) -> list[str]:
     default = _default(field)
     line = f"  {field.name}: {_type_name(field.type)}"
-    if field.name in configured:
+    if field.name in configured and (default is dataclasses.MISSING or configured[field.name] != default):
         shown_default = "required" if default is dataclasses.MISSING else f"default {_show(default)}"
         line += f" = {_show(configured[field.name])} (set by {config_name}; {shown_default})"
     else:

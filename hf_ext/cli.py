@@ -98,16 +98,31 @@ def _resolve_accelerate_config(name_or_path: str | None) -> str | None:
     return str(recipes_dir() / "accelerate" / f"{name_or_path}.yaml")
 
 
+def _launcher(accelerate_config: str | None) -> list[str]:
+    """``accelerate launch`` with the config, or ``torchrun`` for several processes on one machine's CPU.
+
+    accelerate 1.15 starts a MULTI_CPU config's processes only through mpirun; without it, it runs
+    a single process. torchrun starts them, and ``ACCELERATE_USE_CPU`` makes accelerate (and the
+    Trainer) join them over gloo as that config would.
+    """
+    if accelerate_config is None:
+        return [sys.executable, "-m", "accelerate.commands.launch"]
+    settings = yaml.safe_load(Path(accelerate_config).read_text()) or {}
+    processes = int(settings.get("num_processes", 1))
+    if settings.get("distributed_type") == "MULTI_CPU" and settings.get("num_machines", 1) == 1 and processes > 1:
+        port = settings.get("main_process_port", 29500)
+        torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}"]
+        return ["env", "ACCELERATE_USE_CPU=true", *torchrun, f"--master_port={port}"]
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", accelerate_config]
+
+
 def launch_command(
     recipe: str, config: str | None, overrides: list[str], accelerate_config: str | None = None
 ) -> list[str]:
-    """The ``accelerate launch`` command line that runs ``recipe``."""
+    """The command line that runs ``recipe``: ``accelerate launch``, or ``torchrun`` (see :func:`_launcher`)."""
     script = recipe_script(recipe)
-    command = [sys.executable, "-m", "accelerate.commands.launch"]
-    resolved = _resolve_accelerate_config(accelerate_config)
-    if resolved is not None:
-        command += ["--config_file", resolved]
-    return command + [str(script), *recipe_argv(recipe, config, overrides)]
+    launcher = _launcher(_resolve_accelerate_config(accelerate_config))
+    return [*launcher, str(script), *recipe_argv(recipe, config, overrides)]
 
 
 def _one_line(text: str) -> str:

@@ -328,7 +328,9 @@ def _line(entry: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    state = PartialState()
+    # No TrainingArguments here to set up CPU processes: without a GPU, ask for them (gloo) directly,
+    # or each process of a CPU launch would take itself for the only one and run every job.
+    state = PartialState(cpu=not torch.cuda.is_available())
     problems = {name: build_problem(name, args) for name in args.problems}
     optima = {name: optimum(problem) for name, problem in problems.items() if problem.convex}
     jobs = [(p, m, s, seed) for p in args.problems for m in args.methods for s in args.grid() for seed in args.seeds]

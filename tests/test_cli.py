@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from hf_ext import cli
-from hf_ext.recipes import available_recipes, recipe_parser, shipped_configs
+from hf_ext.recipes import available_recipes, recipe_parser, recipe_script, shipped_configs
 
 
 def test_env_reports_versions_and_kernel_backend(capsys):
@@ -27,6 +27,33 @@ def test_run_builds_an_accelerate_launch_command_with_the_default_config():
     assert command[command.index("--config_file") + 1].endswith("accelerate/cpu.yaml")
     assert command[command.index("--config") + 1].endswith("configs/sft_arithmetic.yaml")
     assert command[-4:] == ["--model", "tiny", "--learning_rate", "1e-4"]
+
+
+def test_two_cpu_processes_are_started_by_torchrun():
+    command = cli.launch_command("sft_arithmetic", None, ["model=tiny"], "cpu_2proc")
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"]
+    assert command[:6] == ["env", "ACCELERATE_USE_CPU=true", *torchrun]
+
+
+@pytest.mark.slow
+def test_the_two_process_launch_really_starts_two_ranks(tmp_path):
+    """accelerate 1.15 launched the cpu_2proc config as one process: the two-process recipe tests ran on one."""
+    script = tmp_path / "ranks.py"
+    script.write_text(  # as the recipes do: TrainingArguments set up the processes, then PartialState reads them
+        "from accelerate import PartialState\n"
+        "from transformers import TrainingArguments\n"
+        "TrainingArguments(output_dir='out', report_to='none')\n"
+        "state = PartialState()\n"
+        "print(f'rank {state.process_index} of {state.num_processes}', flush=True)\n"
+    )
+    command = cli.launch_command("sft_arithmetic", None, [], "cpu_2proc")
+    launcher = command[: command.index(str(recipe_script("sft_arithmetic")))]
+    result = subprocess.run([*launcher, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(line for line in result.stdout.splitlines() if line.startswith("rank")) == [
+        "rank 0 of 2",
+        "rank 1 of 2",
+    ]
 
 
 def test_a_value_with_spaces_sets_a_list_field():

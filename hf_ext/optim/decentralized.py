@@ -20,18 +20,11 @@ import torch
 from torch import nn
 
 from .._validation import check_finite
+from ._wrapper import OptimizerWrapper
 from .gossip import GossipCommunicator
 from .topology import Topology
 
 ORDERS = ("atc", "cta")
-
-
-def _delegated(name: str) -> property:
-    """An attribute that lives on ``self.base_optimizer`` (it stays in step after its ``load_state_dict``)."""
-    return property(
-        lambda self: getattr(self.base_optimizer, name),
-        lambda self, value: setattr(self.base_optimizer, name, value),
-    )
 
 
 def _buckets(params: list[nn.Parameter], cap_bytes: float) -> list[list[nn.Parameter]]:
@@ -45,7 +38,7 @@ def _buckets(params: list[nn.Parameter], cap_bytes: float) -> list[list[nn.Param
     return [run for runs in by_kind.values() for run in runs]
 
 
-class DecentralizedSGD(torch.optim.Optimizer):
+class DecentralizedSGD(OptimizerWrapper):
     """Wraps ``base_optimizer``: its local step, then (or before it) gossip averaging with neighbours.
 
     Args:
@@ -69,11 +62,7 @@ class DecentralizedSGD(torch.optim.Optimizer):
         bucket_cap_mb: float = 25.0,
         group=None,
     ):
-        if not isinstance(base_optimizer, torch.optim.Optimizer):
-            raise TypeError(
-                "DecentralizedSGD: `base_optimizer` must be a torch.optim.Optimizer, got "
-                f"{type(base_optimizer).__name__}"
-            )
+        super().__init__(base_optimizer)
         if order not in ORDERS:
             raise ValueError(f"DecentralizedSGD: `order` must be one of {list(ORDERS)}, got {order!r}")
         check_finite("DecentralizedSGD", "bucket_cap_mb", bucket_cap_mb)
@@ -87,8 +76,6 @@ class DecentralizedSGD(torch.optim.Optimizer):
                 f"DecentralizedSGD: the topology is for {topology.world_size} workers, "
                 f"but {self.communicator.world_size} processes exist"
             )
-        # Optimizer.__init__ is not called: param_groups and state must stay the base's.
-        self.base_optimizer = base_optimizer
         self.topology = topology
         self.order = order
         self.rounds = 0
@@ -98,10 +85,6 @@ class DecentralizedSGD(torch.optim.Optimizer):
         self.communicator.broadcast_(flats)
         self._unflatten(flats)
 
-    param_groups = _delegated("param_groups")
-    state = _delegated("state")
-    defaults = _delegated("defaults")
-
     def state_dict(self) -> dict:
         return {**self.base_optimizer.state_dict(), "gossip_rounds": self.rounds}
 
@@ -109,9 +92,6 @@ class DecentralizedSGD(torch.optim.Optimizer):
         state_dict = dict(state_dict)
         self.rounds = int(state_dict.pop("gossip_rounds", 0))
         self.base_optimizer.load_state_dict(state_dict)
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.base_optimizer.zero_grad(set_to_none=set_to_none)
 
     def _flatten(self) -> list[torch.Tensor]:
         return [torch.cat([p.detach().reshape(-1) for p in bucket]) for bucket in self.buckets]
@@ -167,12 +147,6 @@ class DecentralizedSGD(torch.optim.Optimizer):
             yield
         finally:
             self._unflatten(own)
-
-    def __getstate__(self) -> dict:
-        return self.__dict__.copy()
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
 
     def __repr__(self) -> str:
         return f"DecentralizedSGD({self.topology!r}, order={self.order!r}, base={self.base_optimizer!r})"

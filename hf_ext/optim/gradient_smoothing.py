@@ -26,6 +26,7 @@ from torch import nn
 from hf_ext.kernels import depth_smooth
 
 from .._validation import check_finite
+from ._wrapper import OptimizerWrapper
 
 KERNELS = ("uniform", "triangular", "gaussian")
 MODES = ("update", "gradient")
@@ -125,15 +126,7 @@ def _check_identical(blocks: Sequence[nn.Module]) -> None:
             )
 
 
-def _delegated(name: str) -> property:
-    """A read-write attribute that lives on ``self.base_optimizer`` (it stays in step after its ``load_state_dict``)."""
-    return property(
-        lambda self: getattr(self.base_optimizer, name),
-        lambda self, value: setattr(self.base_optimizer, name, value),
-    )
-
-
-class GradientSmoothing(torch.optim.Optimizer):
+class GradientSmoothing(OptimizerWrapper):
     """Wraps ``base_optimizer``; after (or before) its step, smooths each block role's update across depth.
 
     Args:
@@ -162,11 +155,7 @@ class GradientSmoothing(torch.optim.Optimizer):
         boundary: str = "renormalize",
         mode: str = "update",
     ):
-        if not isinstance(base_optimizer, torch.optim.Optimizer):
-            raise TypeError(
-                "GradientSmoothing: `base_optimizer` must be a torch.optim.Optimizer, got "
-                f"{type(base_optimizer).__name__}"
-            )
+        super().__init__(base_optimizer)
         if mode not in MODES:
             raise ValueError(f"GradientSmoothing: `mode` must be one of {list(MODES)}, got {mode!r}")
         for name, value in (("window", window), ("sigma", sigma), ("weights", weights)):
@@ -179,9 +168,6 @@ class GradientSmoothing(torch.optim.Optimizer):
         if len(blocks) < 2:
             raise ValueError(f"GradientSmoothing: need at least 2 blocks, got {len(blocks)}")
         _check_identical(blocks)
-        # Optimizer.__init__ is not called: it would build param_groups and state of our own,
-        # while both must stay the base's (see the properties below).
-        self.base_optimizer = base_optimizer
         self.mode = mode
         self.matrix = smoothing_matrix(len(blocks), window, kernel, sigma, weights, boundary)
         self.is_identity = bool(torch.equal(self.matrix, torch.eye(len(blocks))))
@@ -202,23 +188,6 @@ class GradientSmoothing(torch.optim.Optimizer):
         if not roles:
             raise ValueError("GradientSmoothing: `base_optimizer` optimizes no parameter of the blocks")
         return roles
-
-    # The base optimizer's groups and state are this optimizer's (schedulers, checkpoints, resume).
-    param_groups = _delegated("param_groups")
-    state = _delegated("state")
-    defaults = _delegated("defaults")
-
-    def state_dict(self):
-        return self.base_optimizer.state_dict()
-
-    def load_state_dict(self, state_dict):
-        self.base_optimizer.load_state_dict(state_dict)
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.base_optimizer.zero_grad(set_to_none=set_to_none)
-
-    def add_param_group(self, param_group: dict) -> None:
-        self.base_optimizer.add_param_group(param_group)
 
     def _smooth(self, tensors: list[torch.Tensor], before: torch.Tensor | None = None) -> None:
         stacked = torch.stack([t.detach().reshape(-1) for t in tensors])
@@ -253,13 +222,6 @@ class GradientSmoothing(torch.optim.Optimizer):
         for name, params in self.roles.items():
             self._smooth(params, before.pop(name))
         return loss
-
-    # torch.optim.Optimizer pickles only defaults/state/param_groups; the wrapper needs its base too.
-    def __getstate__(self) -> dict:
-        return self.__dict__.copy()
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
 
     def __repr__(self) -> str:
         return f"GradientSmoothing(mode={self.mode!r}, blocks={self.matrix.shape[0]}, base={self.base_optimizer!r})"

@@ -1,4 +1,4 @@
-"""Optimizers and optimizer wrappers: gradient smoothing across depth."""
+"""Optimizers and optimizer wrappers: gradient smoothing across depth, Scion."""
 
 from .gradient_smoothing import (
     GradientSmoothing,
@@ -7,5 +7,16 @@ from .gradient_smoothing import (
     find_blocks,
     smoothing_matrix,
 )
+from .newton_schulz import newton_schulz
+from .scion import Scion, scion_param_groups
 
-__all__ = ["GradientSmoothing", "GradientSmoothingFactory", "distance_weights", "find_blocks", "smoothing_matrix"]
+__all__ = [
+    "GradientSmoothing",
+    "GradientSmoothingFactory",
+    "Scion",
+    "distance_weights",
+    "find_blocks",
+    "newton_schulz",
+    "scion_param_groups",
+    "smoothing_matrix",
+]

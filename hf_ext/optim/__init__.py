@@ -1,5 +1,7 @@
-"""Optimizers and optimizer wrappers: gradient smoothing across depth, Scion."""
+"""Optimizers and optimizer wrappers: gradient smoothing across depth, Scion with its batch-size schedule."""
 
+from .batch_schedule import BatchSchedule, Stage
+from .batch_schedule_callback import BatchScheduleCallback, PackedStream, PackedStreamCollator
 from .gradient_smoothing import (
     GradientSmoothing,
     GradientSmoothingFactory,
@@ -11,9 +13,14 @@ from .newton_schulz import newton_schulz
 from .scion import Scion, scion_param_groups
 
 __all__ = [
+    "BatchSchedule",
+    "BatchScheduleCallback",
     "GradientSmoothing",
     "GradientSmoothingFactory",
+    "PackedStream",
+    "PackedStreamCollator",
     "Scion",
+    "Stage",
     "distance_weights",
     "find_blocks",
     "newton_schulz",

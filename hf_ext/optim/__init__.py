@@ -2,6 +2,7 @@
 
 from .batch_schedule import BatchSchedule, Stage
 from .batch_schedule_callback import BatchScheduleCallback, PackedStream, PackedStreamCollator
+from .constants import Constants, CriticalBatch, critical_batch_size, measure_constants
 from .gradient_smoothing import (
     GradientSmoothing,
     GradientSmoothingFactory,
@@ -15,14 +16,18 @@ from .scion import Scion, scion_param_groups
 __all__ = [
     "BatchSchedule",
     "BatchScheduleCallback",
+    "Constants",
+    "CriticalBatch",
     "GradientSmoothing",
     "GradientSmoothingFactory",
     "PackedStream",
     "PackedStreamCollator",
     "Scion",
     "Stage",
+    "critical_batch_size",
     "distance_weights",
     "find_blocks",
+    "measure_constants",
     "newton_schulz",
     "scion_param_groups",
     "smoothing_matrix",

@@ -231,13 +231,27 @@ class Scion(torch.optim.Optimizer):
                 if "momentum_buffer" not in state:
                     state["momentum_buffer"] = torch.zeros_like(p)
                 d = state["momentum_buffer"].lerp_(p.grad, group["alpha"])
-                direction = self._norm(group, p).lmo(self._view(group, p, d))
-                if group["transposed"] and resolve_norm(group["norm"], p) != "rms":
-                    direction = direction.T
                 if group["constrained"]:
                     p.mul_(1 - group["lr"])
-                p.add_(direction.reshape(p.shape), alpha=group["lr"] * group["scale"])
+                p.add_(self._direction(group, p, d), alpha=group["lr"])
         return loss
+
+    def _direction(self, group: dict, param: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        """``scale * lmo(d)``, shaped like ``param``."""
+        direction = self._norm(group, param).lmo(self._view(group, param, d))
+        if group["transposed"] and resolve_norm(group["norm"], param) != "rms":
+            direction = direction.T
+        return group["scale"] * direction.reshape(param.shape)
+
+    @torch.no_grad()
+    def lmo_direction(self, tensors: dict[torch.Tensor, torch.Tensor]) -> dict[torch.Tensor, torch.Tensor]:
+        """``scale_l * lmo_l(t_l)`` for tensors keyed by parameter: a step of unit product norm (no momentum)."""
+        return {
+            p: self._direction(group, p, tensors[p])
+            for group in self.param_groups
+            for p in group["params"]
+            if p in tensors
+        }
 
     @torch.no_grad()
     def norm_matched_init_(self, generator: torch.Generator | None = None) -> None:

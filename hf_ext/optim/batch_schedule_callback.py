@@ -71,13 +71,18 @@ class PackedStream(torch.utils.data.Dataset):
 
 
 class PackedStreamCollator:
-    """Stacks :class:`PackedStream` items (rows of one sequence length) and adds the causal-LM labels."""
+    """Stacks :class:`PackedStream` items (rows of one sequence length) and adds the causal-LM labels.
+
+    Items holding one row each (a held-out set of equal-length blocks) are stacked the same way.
+    """
 
     def __call__(self, items: list[dict]) -> dict[str, torch.Tensor]:
-        lengths = {item["input_ids"].shape[1] for item in items}
+        rows = [torch.as_tensor(item["input_ids"], dtype=torch.long) for item in items]
+        rows = [r.unsqueeze(0) if r.dim() == 1 else r for r in rows]
+        lengths = {r.shape[1] for r in rows}
         if len(lengths) != 1:
             raise ValueError(f"PackedStreamCollator: items of different sequence lengths {sorted(lengths)}")
-        input_ids = torch.cat([item["input_ids"] for item in items])
+        input_ids = torch.cat(rows)
         return {"input_ids": input_ids, "labels": input_ids.clone()}
 
 

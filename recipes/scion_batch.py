@@ -379,23 +379,22 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 
 def plot_results(results: dict, out: Path) -> None:
+    def point(label: str, row: dict) -> tuple:
+        x = math.log2(row["tokens_per_step"])  # the adaptive schedule's last stage
+        return label, [x] * len(row["runs"]), [r["final_loss"] for r in row["runs"]]
+
     fixed = results["fixed"]
-    points = [
-        (
-            f"B={row['batch_size']}",
-            [math.log2(row["tokens_per_step"])] * len(row["runs"]),
-            [r["final_loss"] for r in row["runs"]],
-        )
-        for row in fixed
-    ]
-    for key in ("adaptive", "adamw", "muon"):
-        row = results[key]
-        points.append(
-            (key, [math.log2(row["tokens_per_step"])] * len(row["runs"]), [r["final_loss"] for r in row["runs"]])
-        )
-    plot_labelled_points(
-        {"held-out loss": points}, out / "sweep.png", "Scion at a fixed token budget", "log2 tokens per step"
-    )
+    panels = {
+        "Scion, fixed batch: held-out loss": [point(f"B={row['batch_size']}", row) for row in fixed],
+        "at the best fixed batch: held-out loss": [
+            point(
+                "Scion " + results["best_fixed"]["label"],
+                next(r for r in fixed if r["label"] == results["best_fixed"]["label"]),
+            ),
+            *(point(key, results[key]) for key in ("adaptive", "adamw", "muon")),
+        ],
+    }
+    plot_labelled_points(panels, out / "sweep.png", "Scion at a fixed token budget", "log2 tokens per step")
     curves = {
         "scion " + results["best_fixed"]["label"]: next(
             r for r in fixed if r["label"] == results["best_fixed"]["label"]

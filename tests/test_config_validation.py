@@ -25,7 +25,7 @@ from trl import GRPOConfig
 
 import hf_ext
 import hf_ext.recipes
-from hf_ext.optim import NGN, SPS, DecentralizedMetricsCallback, DecentralizedSGD, GradientSmoothing
+from hf_ext.optim import NGN, SPS, DecentralizedMetricsCallback, DecentralizedSGD, GradientSmoothing, Scion
 from hf_ext.plasticity import PlasticityCallback
 from hf_ext.quant import ProgressiveBinarizationCallback, ProgressiveBinaryLinear, binarize_model
 from hf_ext.rl import UpdateSparsityCallback, grpo_preset
@@ -176,6 +176,7 @@ KWARG_BUILDERS = {
     "PlasticityCallback": (PlasticityCallback, _plasticity),
     "ProgressiveBinarizationCallback": (ProgressiveBinarizationCallback, ProgressiveBinarizationCallback),
     "ProgressiveBinaryLinear": (ProgressiveBinaryLinear, lambda **kwargs: ProgressiveBinaryLinear(4, 3, **kwargs)),
+    "Scion": (Scion, lambda **kwargs: Scion([nn.Parameter(torch.ones(3, 2))], **kwargs)),
     "UpdateSparsityCallback": (UpdateSparsityCallback, UpdateSparsityCallback),
     "binarize_model": (binarize_model, lambda **kwargs: binarize_model(nn.Sequential(nn.Linear(4, 3)), **kwargs)),
 }

@@ -1,6 +1,9 @@
 """Optimizers and optimizer wrappers: gradient smoothing across depth, SPS and NGN (step size from the loss),
-decentralized SGD (gossip over torch.distributed)."""
+Scion with its batch-size schedule, decentralized SGD (gossip over torch.distributed)."""
 
+from .batch_schedule import BatchSchedule, Stage
+from .batch_schedule_callback import BatchScheduleCallback, PackedStream, PackedStreamCollator
+from .constants import Constants, CriticalBatch, critical_batch_size, measure_constants
 from .decentralized import DecentralizedSGD, DecentralizedSGDFactory, find_decentralized
 from .decentralized_metrics import DecentralizedMetricsCallback
 from .decentralized_trainer import DecentralizedTrainer
@@ -14,7 +17,9 @@ from .gradient_smoothing import (
 )
 from .loss_step import LossStepOptimizer
 from .loss_trainer import LossToOptimizerMixin, LossToOptimizerTrainer
+from .newton_schulz import newton_schulz
 from .ngn import NGN
+from .scion import Scion, scion_param_groups
 from .sensitivity import near_best_width, ratio_at_multiple
 from .sps import SPS
 from .topology import TOPOLOGIES, Topology, check_mixing_matrix, spectral_gap
@@ -23,6 +28,10 @@ __all__ = [
     "NGN",
     "SPS",
     "TOPOLOGIES",
+    "BatchSchedule",
+    "BatchScheduleCallback",
+    "Constants",
+    "CriticalBatch",
     "DecentralizedMetricsCallback",
     "DecentralizedSGD",
     "DecentralizedSGDFactory",
@@ -33,13 +42,21 @@ __all__ = [
     "LossStepOptimizer",
     "LossToOptimizerMixin",
     "LossToOptimizerTrainer",
+    "PackedStream",
+    "PackedStreamCollator",
+    "Scion",
+    "Stage",
     "Topology",
     "check_mixing_matrix",
+    "critical_batch_size",
     "distance_weights",
     "find_blocks",
     "find_decentralized",
+    "measure_constants",
     "near_best_width",
+    "newton_schulz",
     "ratio_at_multiple",
+    "scion_param_groups",
     "smoothing_matrix",
     "spectral_gap",
 ]

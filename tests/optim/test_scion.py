@@ -1,0 +1,196 @@
+import copy
+import math
+
+import pytest
+import torch
+from datasets import Dataset
+from torch import nn
+from transformers import LlamaConfig, LlamaForCausalLM, Trainer
+
+from hf_ext.models import tiny_causal_lm
+from hf_ext.optim import Scion, scion_param_groups
+from hf_ext.optim.newton_schulz import CUBIC
+from hf_ext.optim.scion import RMS, ColNorm, Sign, Spectral
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+# Each norm with the exact LMO (the cubic Newton-Schulz converges to U V^T) and matrices of both aspect ratios.
+EXACT = {"spectral": Spectral(60, CUBIC), "sign": Sign(), "colnorm": ColNorm(), "rms": RMS()}
+SHAPES = [(6, 10), (10, 6)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("name", sorted(EXACT))
+def test_each_lmo_has_unit_norm_and_attains_the_dual_norm(name, shape):
+    norm, g = EXACT[name], _randn(*shape)
+    point = norm.lmo(g)
+    assert norm.primal(point) == pytest.approx(1.0, rel=1e-6)
+    assert torch.sum(g * point).item() == pytest.approx(-norm.dual(g), rel=1e-6)
+    # It is the minimizer: no random point of the unit sphere does better.
+    for seed in range(1, 50):
+        x = _randn(*shape, seed=seed)
+        x = x / norm.primal(x)
+        assert torch.sum(g * x).item() >= torch.sum(g * point).item() - 1e-9
+
+
+def test_the_default_spectral_lmo_is_within_the_quintic_band():
+    g = _randn(32, 16).float()
+    norm = Spectral()
+    assert 0.6 < norm.primal(norm.lmo(g)) < 1.25
+    assert torch.sum(g * norm.lmo(g)).item() / -norm.dual(g) == pytest.approx(1.0, abs=0.3)
+
+
+def test_one_unconstrained_and_one_constrained_step_by_hand():
+    x0, g = torch.tensor([3.0, -1.0, 2.0, 0.5]), torch.tensor([1.0, 2.0, -2.0, 4.0])
+    lmo = -2.0 * g / 5.0  # -sqrt(n) g / ||g||_2 with n = 4, ||g|| = 5
+    for constrained, expected in ((False, x0 + 0.1 * 3.0 * lmo), (True, 0.9 * x0 + 0.1 * 3.0 * lmo)):
+        param = nn.Parameter(x0.clone())
+        param.grad = g.clone()
+        Scion([param], lr=0.1, alpha=0.5, scale=3.0, constrained=constrained).step()
+        torch.testing.assert_close(param.data, expected)
+
+
+def test_momentum_averages_the_gradients_before_the_lmo():
+    param = nn.Parameter(torch.zeros(2))
+    optimizer = Scion([param], lr=1.0, alpha=0.25)
+    g1, g2 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 1.0])
+    for g in (g1, g2):
+        param.grad = g
+        optimizer.step()
+    d = 0.75 * 0.25 * g1 + 0.25 * g2
+    torch.testing.assert_close(optimizer.state[param]["momentum_buffer"], d)
+    step_two = -math.sqrt(2) * d / d.norm()
+    torch.testing.assert_close(param.data, -math.sqrt(2) * g1 + step_two)
+
+
+def _untied_llama():
+    config = LlamaConfig(
+        vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2
+    )
+    config.tie_word_embeddings = False
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config)
+
+
+def test_norms_are_chosen_by_role():
+    model = _untied_llama()
+    names = {id(p): n for n, p in model.named_parameters()}
+    groups = {g["norm"]: {names[id(p)] for p in g["params"]} for g in scion_param_groups(model, {"sign": 50.0})}
+    assert groups["colnorm"] == {"model.embed_tokens.weight"}
+    assert groups["sign"] == {"lm_head.weight"}
+    assert all(name.endswith("norm.weight") for name in groups["rms"])
+    assert "model.layers.0.self_attn.q_proj.weight" in groups["spectral"]
+    assert sum(len(v) for v in groups.values()) == len(names)
+    assert {g["norm"]: g["scale"] for g in scion_param_groups(model, {"sign": 50.0})}["sign"] == 50.0
+    tied, _ = tiny_causal_lm()
+    assert "colnorm" not in {g["norm"] for g in scion_param_groups(tied)}  # a tied head is the head
+
+
+def test_embedding_columns_are_token_vectors_and_unseen_tokens_stay_put():
+    model = _untied_llama()
+    optimizer = Scion(model, lr=0.1)
+    embedding = model.model.embed_tokens.weight
+    before = embedding.detach().clone()
+    model(input_ids=torch.tensor([[1, 2, 3, 4]]), labels=torch.tensor([[1, 2, 3, 4]])).loss.backward()
+    optimizer.step()
+    moved = (embedding - before).norm(dim=1)
+    assert set(moved.nonzero().flatten().tolist()) == {1, 2, 3}  # the last input predicts nothing
+    # Each seen token's vector moves by lr * scale * sqrt(dim) / sqrt(dim): RMS 0.1 * sqrt(16) / 4 per entry.
+    torch.testing.assert_close(moved[1:4] / math.sqrt(16), torch.full((3,), 0.1))
+
+
+def test_norm_matched_init_puts_every_matrix_on_its_sphere():
+    model = _untied_llama()
+    optimizer = Scion(scion_param_groups(model, {"sign": 2.0, "spectral": 3.0}))
+    optimizer.norm_matched_init_(torch.Generator().manual_seed(0))
+    for group in optimizer.param_groups:
+        params = {p: p.detach() for p in group["params"]}
+        for param, value in params.items():
+            radius = optimizer.primal_norm({param: value}) * group["scale"]
+            expected = 1.0 if group["norm"] == "rms" else group["scale"]  # rms: gains stay at 1
+            assert radius == pytest.approx(expected, rel=1e-5), group["norm"]
+
+
+def test_the_constrained_variant_stays_in_the_ball():
+    head = nn.Parameter(torch.zeros(8, 4))
+    optimizer = Scion([{"params": [head], "norm": "sign", "scale": 2.0}], lr=0.3, constrained=True)
+    for seed in range(20):
+        head.grad = _randn(8, 4, seed=seed).float()
+        optimizer.step()
+        assert optimizer.primal_norm({head: head.detach()}) <= 1.0 + 1e-6
+
+
+def test_state_dict_round_trip_continues_identically():
+    model_a, model_b = _untied_llama(), _untied_llama()
+    batch = {"input_ids": torch.tensor([[1, 5, 7, 9]]), "labels": torch.tensor([[1, 5, 7, 9]])}
+    opt_a = Scion(model_a, lr=0.05)
+    for _ in range(2):
+        opt_a.zero_grad()
+        model_a(**batch).loss.backward()
+        opt_a.step()
+    model_b.load_state_dict(model_a.state_dict())
+    opt_b = Scion(model_b, lr=0.05)
+    opt_b.load_state_dict(copy.deepcopy(opt_a.state_dict()))  # as through a checkpoint file: no shared buffers
+    for model, opt in ((model_a, opt_a), (model_b, opt_b)):
+        opt.zero_grad()
+        model(**batch).loss.backward()
+        opt.step()
+    for (name, a), b in zip(model_a.state_dict().items(), model_b.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"norm": "frobenius"}, r"`norm` must be one of \['spectral', 'sign', 'colnorm', 'rms', 'auto'\], got 'frob"),
+        ({"alpha": 0.0}, r"`alpha` must be in \(0, 1\]"),
+        ({"lr": float("nan")}, "`lr` must be a finite number"),
+        ({"lr": 2.0, "constrained": True}, r"`lr` must be in \[0, 1\] when constrained"),
+        ({"scale": -1.0}, "`scale` must be > 0"),
+        ({"ns_steps": 0}, "`ns_steps` must be a positive integer"),
+        ({"norm": "spectral"}, "norm 'spectral' needs a matrix, got a parameter of shape \\(3,\\)"),
+    ],
+)
+def test_bad_arguments_are_refused_at_construction(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Scion([nn.Parameter(torch.ones(3))], **kwargs)
+
+
+def test_unknown_scale_names_are_refused():
+    with pytest.raises(ValueError, match=r"`scales` keys must be among \['spectral', 'sign', 'colnorm', 'rms'\]"):
+        scion_param_groups(_untied_llama(), {"head": 1.0})
+
+
+def _blocks():
+    ids = torch.randint(0, 40, (16, 12), generator=torch.Generator().manual_seed(0)).tolist()
+    return Dataset.from_dict({"input_ids": ids, "labels": ids})
+
+
+def _losses(trainer):
+    return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+
+
+def test_through_the_trainer_both_ways(training_args, tmp_path):
+    run = {"max_steps": 6, "learning_rate": 0.02, "logging_steps": 1, "seed": 0}
+    model = _untied_llama()
+    direct = Trainer(
+        model=model,
+        args=training_args(**run, output_dir=tmp_path / "a"),
+        train_dataset=_blocks(),
+        optimizers=(Scion(model, lr=0.02), None),
+    )
+    direct.train()
+    model_b = _untied_llama()
+    by_class = Trainer(
+        model=model_b,
+        args=training_args(**run, output_dir=tmp_path / "b"),
+        train_dataset=_blocks(),
+        optimizer_cls_and_kwargs=(Scion, {"params": scion_param_groups(model_b), "lr": 0.02}),
+    )
+    by_class.train()
+    assert isinstance(by_class.optimizer.optimizer, Scion)
+    assert _losses(direct) == pytest.approx(_losses(by_class))
+    assert _losses(direct)[-1] < _losses(direct)[0]

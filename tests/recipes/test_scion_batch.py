@@ -1,0 +1,66 @@
+import csv
+import json
+
+import pytest
+
+from hf_ext.cli import recipes_dir
+from hf_ext.recipes.scion_batch import ScionBatchArguments, adaptive_schedule, main, parse_args, steps_to_reach
+
+
+def _flags(tmp_path, *extra):
+    config = str(recipes_dir() / "configs" / "scion_batch.yaml")
+    return ["--config", config, "--output_dir", str(tmp_path), *extra]
+
+
+def test_the_shipped_config_parses_and_quick_shrinks_it(tmp_path):
+    script_args, training_args = parse_args(_flags(tmp_path))
+    assert len(script_args.batch_sizes) >= 6 and len(script_args.seeds) >= 2
+    assert training_args.lr_scheduler_type == "constant"
+    quick, _ = parse_args(_flags(tmp_path, "--quick", "true"))
+    assert quick.token_budget < script_args.token_budget and quick.seeds == [0]
+
+
+def test_the_adaptive_schedule_ends_at_the_best_fixed_batch():
+    args = ScionBatchArguments(token_budget=2**17, seq_len=64, adaptive_stages=3, adaptive_stage_ratio=4.0)
+    schedule = adaptive_schedule({"tokens_per_step": 16 * 64}, args, multiple=1)
+    assert schedule.settings["budgets"] == [8192, 32768, 131072]
+    # B0 S0 = 1024 (1/16)^(2/3) = 161 tokens: 3 sequences of 64; the last stage is back near 16 x 64.
+    assert (schedule.stages[0].batch_size, schedule.stages[0].seq_len) == (3, 64)
+    assert schedule.stages[-1].tokens_per_step == pytest.approx(1024, rel=0.25)
+    assert schedule.stages[-1].lr_factor == pytest.approx(16 ** (-1 / 3))
+
+
+def test_steps_to_reach_a_loss():
+    runs = [{"curve": [(10, 5.0), (20, 4.0), (30, 3.5)]}, {"curve": [(10, 3.9), (20, 4.5)]}]
+    assert steps_to_reach(runs, 4.0) == 15.0
+    assert steps_to_reach(runs, 3.0) is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("batch_sizes", [4, 4], "`batch_sizes` must be distinct positive integers"),
+        ("adaptive_stage_ratio", 1.0, "`adaptive_stage_ratio` must be > 1"),
+        ("lr_multipliers", [0.0], "`lr_multipliers` must be positive"),
+    ],
+)
+def test_bad_arguments_are_refused(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        ScionBatchArguments(**{field: value})
+
+
+@pytest.mark.slow
+def test_quick_run_end_to_end(tmp_path):
+    results = main(_flags(tmp_path, "--quick", "true"))
+    assert [row["batch_size"] for row in results["fixed"]] == [2, 4, 8]
+    for key in ("adaptive", "adamw", "muon"):
+        assert results[key]["tokens"] == results["fixed"][0]["tokens"] or key == "adaptive"
+        assert results[key]["final_loss"] > 0
+    assert results["adaptive"]["tokens"] == pytest.approx(4096, rel=0.1)
+    for prediction in results["predicted"].values():
+        assert prediction["tokens_per_step"] > 0 and prediction["lr"] > 0
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert written["best_fixed"] == results["best_fixed"]
+    with (tmp_path / "runs.csv").open() as handle:
+        assert len(list(csv.DictReader(handle))) == 6  # 3 fixed + adaptive + AdamW + Muon, one seed
+    assert (tmp_path / "sweep.png").stat().st_size > 0 and (tmp_path / "curves.png").stat().st_size > 0

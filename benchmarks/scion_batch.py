@@ -15,7 +15,7 @@ import argparse
 
 from _harness import emit, save_json
 
-from hf_ext.cli import recipes_dir
+from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.scion_batch import main as run_recipe
 
 

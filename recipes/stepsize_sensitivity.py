@@ -354,6 +354,9 @@ def main(argv: list[str] | None = None) -> dict:
         plot(results["summary"], args, out / "stepsize_sensitivity.png")
         for key, entry in results["summary"].items():
             state.print(f"{key}: {_line(entry)}")
+    # Leave together: a rank that exits while another still holds the gloo group can abort
+    # ("terminate called without an active exception", seen in 1 of 4 two-process runs).
+    state.wait_for_everyone()
     return results
 
 

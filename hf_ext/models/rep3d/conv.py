@@ -105,6 +105,9 @@ class Rep3DConv(nn.Module):
         return self.conv.weight if self.mask_mode == "none" else self.conv.weight * self.mask()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # channels-last: oneDNN's depthwise 3D convolution, 2-9x faster forward+backward on CPU than the default
+        # layout (measured at 16^3 and 8^3, kernels 7 and 13); torch.compile gave 0.7-1.0x, so it is not used.
+        x = x.contiguous(memory_format=torch.channels_last_3d)
         if self.mask_mode == "none":
             return self.conv(x)
         return F.conv3d(x, self.effective_weight(), self.conv.bias, padding=self.conv.padding, groups=self.conv.groups)

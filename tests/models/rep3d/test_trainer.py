@@ -16,7 +16,7 @@ TINY = {"hidden_sizes": [4, 8], "depths": [1, 1], "kernel_sizes": [7, 3], "decod
 def _trainer(training_args, **overrides) -> Trainer:
     torch.manual_seed(0)
     data = volume_segmentation(num_train=8, num_validation=4, size=16)
-    args = training_args(max_steps=3, learning_rate=1e-2, per_device_eval_batch_size=2, **overrides)
+    args = training_args(**{"max_steps": 3, "learning_rate": 1e-2, "per_device_eval_batch_size": 2} | overrides)
     return Trainer(
         model=Rep3DForSegmentation(Rep3DConfig(**TINY)),
         args=args,
@@ -53,9 +53,9 @@ def test_dice_metrics_average_the_foreground_and_skip_absent_classes():
 
 
 def test_a_trainer_checkpoint_holds_the_modulation_net(training_args, tmp_path):
-    trainer = _trainer(training_args, save_strategy="steps", save_steps=3, output_dir=tmp_path / "run")
+    trainer = _trainer(training_args, max_steps=1, save_strategy="steps", save_steps=1, output_dir=tmp_path / "run")
     trainer.train()
-    reloaded = Rep3DForSegmentation.from_pretrained(tmp_path / "run" / "checkpoint-3")
+    reloaded = Rep3DForSegmentation.from_pretrained(tmp_path / "run" / "checkpoint-1")
     for name, p in trainer.model.state_dict().items():
         assert torch.equal(p, reloaded.state_dict()[name]), name
     assert any(isinstance(m, Rep3DConv) and m.mask_mode == "learned" for m in reloaded.modules())

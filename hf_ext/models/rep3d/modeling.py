@@ -26,13 +26,13 @@ class Rep3DBlock(nn.Module):
 
 
 class Rep3DStage(nn.Module):
-    """A downsampling (the stem for the first stage, else a normalised stride-2 convolution) and its blocks."""
+    """A patchifying convolution of stride ``stride`` (normalised first, except on the raw input) and its blocks."""
 
-    def __init__(self, in_channels: int, channels: int, depth: int, kernel_size: int, stride: int, config):
+    def __init__(self, in_channels: int, channels: int, depth: int, kernel_size: int, stride: int, config, first: bool):
         super().__init__()
-        norm = nn.Identity() if stride == config.stem_stride and in_channels == config.num_channels else None
         self.downsample = nn.Sequential(
-            norm or nn.GroupNorm(1, in_channels), nn.Conv3d(in_channels, channels, stride, stride=stride)
+            nn.Identity() if first else nn.GroupNorm(1, in_channels),
+            nn.Conv3d(in_channels, channels, stride, stride=stride),
         )
         self.blocks = nn.Sequential(*(Rep3DBlock(channels, kernel_size, config) for _ in range(depth)))
 
@@ -41,6 +41,8 @@ class Rep3DStage(nn.Module):
 
 
 class Rep3DPreTrainedModel(PreTrainedModel):
+    """The base ``from_pretrained`` needs: the config class and how missing weights are initialised."""
+
     config_class = Rep3DConfig
     config: Rep3DConfig
     base_model_prefix = "rep3d"
@@ -73,7 +75,9 @@ class Rep3DForSegmentation(Rep3DPreTrainedModel):
         channels = [config.num_channels, *config.hidden_sizes]
         strides = [config.stem_stride] + [2] * (len(config.hidden_sizes) - 1)
         self.stages = nn.ModuleList(
-            Rep3DStage(channels[i], channels[i + 1], config.depths[i], config.kernel_sizes[i], strides[i], config)
+            Rep3DStage(
+                channels[i], channels[i + 1], config.depths[i], config.kernel_sizes[i], strides[i], config, i == 0
+            )
             for i in range(len(config.hidden_sizes))
         )
         self.laterals = nn.ModuleList(nn.Conv3d(c, config.decoder_hidden_size, 1) for c in config.hidden_sizes)

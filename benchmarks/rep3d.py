@@ -11,7 +11,7 @@ The paper's claim, in this setting: Rep3D >= fixed prior >= no mask, with the sm
 the higher learning rate. Then it times one forward pass (batch 2, 32^3) of Rep3D in training
 mode (mask recomputed) and after ``deploy()`` (mask folded), for the recipe's kernels and for
 kernel 21 in every stage, and forward+backward of one Rep3D block's convolution eager vs
-``torch.compile``. About 12 minutes on one busy CPU thread. The last line is JSON.
+``torch.compile``. 14 minutes measured on one thread of a busy 2-core CPU. The last line is JSON.
 """
 
 import argparse

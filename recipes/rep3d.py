@@ -1,6 +1,6 @@
 """Rep3D vs a fixed prior mask vs no mask vs a small kernel: 3D segmentation Dice at two learning rates.
 
-    hf-ext run rep3d                                  # shipped config, ~10 min on one busy CPU thread
+    hf-ext run rep3d                                  # shipped config: 14 min on one thread (OMP_NUM_THREADS=1)
     hf-ext run rep3d variants="rep3d no_mask" seeds="0"
     hf-ext run rep3d quick=true                       # seconds: the end-to-end check
     hf-ext run rep3d --accelerate-config cpu_2proc    # each run data-parallel on two CPU processes

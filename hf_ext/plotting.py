@@ -42,6 +42,10 @@ DISPLAY_NAMES = {
     "sps": "SPS",
     "ngn": "NGN",
     "ngn_m": "NGN-M",
+    "rep3d": "Rep3D",
+    "fixed_prior": "fixed prior",
+    "no_mask": "no mask",
+    "small_kernel": "small kernel",
 }
 # At most this many intervals between numeric x ticks: labels of up to 9 characters then fit a 4-inch axis.
 MAX_NUMERIC_TICKS = 4
@@ -263,4 +267,20 @@ def plot_log_sweeps(
         ax.set_visible(False)
     axes.flat[0].legend(fontsize=7)
     figure.suptitle(title)
+    return _save(figure, path)
+
+
+def plot_label_slices(image: np.ndarray, label_maps: Mapping[str, np.ndarray], path: str | Path, title: str) -> Figure:
+    """A 2D ``image`` slice (grey) next to label maps of the same slice (truth, predictions), one panel each,
+    one colour per class (up to 10 classes, the same colours in every panel)."""
+    figure, axes = _figure(1, 1 + len(label_maps), panel_size=(3, 3.2))
+    axes[0, 0].imshow(np.asarray(image), cmap="gray")
+    axes[0, 0].set_title("image", fontsize=9)
+    for ax, (name, labels) in zip(axes[0, 1:], label_maps.items(), strict=True):
+        ax.imshow(np.asarray(labels), cmap="tab10", vmin=0, vmax=9, interpolation="nearest")
+        ax.set_title(display_name(name), fontsize=9)
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    figure.suptitle(title, fontsize=10)
     return _save(figure, path)

@@ -100,7 +100,8 @@ CONFIG_BUILDERS = {name: (cls, _build_config(cls)) for name, cls in CONFIGS.item
 
 def _config_cases():
     for name, (cls, _) in CONFIG_BUILDERS.items():
-        hints = typing.get_type_hints(cls)
+        # transformers' PreTrainedConfig annotates `dtype` as "torch.dtype" without importing torch at run time
+        hints = typing.get_type_hints(cls, localns={"torch": torch})
         for field in dataclasses.fields(cls):
             kind = _numeric_kind(hints[field.name]) if field.init else None
             if kind:

@@ -1,4 +1,4 @@
-"""Offline datasets, deterministic by seed: verifiable arithmetic, preference pairs, real text."""
+"""Offline datasets, deterministic by seed: verifiable arithmetic, preference pairs, real text, 3D volumes."""
 
 from .arithmetic import arithmetic_dataset
 from .bpe import stdlib_bpe_tokenizer
@@ -6,6 +6,7 @@ from .classification import docstring_classification
 from .corpus import stdlib_corpus
 from .preferences import preference_dataset
 from .rewards import arithmetic_reward, extract_final_number, final_number_format_reward
+from .volumes import synthetic_volumes, volume_segmentation
 
 __all__ = [
     "arithmetic_dataset",
@@ -16,4 +17,6 @@ __all__ = [
     "preference_dataset",
     "stdlib_bpe_tokenizer",
     "stdlib_corpus",
+    "synthetic_volumes",
+    "volume_segmentation",
 ]

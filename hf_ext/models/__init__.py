@@ -1,14 +1,18 @@
-"""Offline model loaders: real pretrained models shipped by PyPI packages, and tiny configs."""
+"""Offline model loaders: real pretrained models shipped by PyPI packages, tiny configs, and our own model families."""
 
 from ._assets import MissingAssetError, cache_root
 from .causal_lm import CAUSAL_LMS, check_causal_lm, load_causal_lm
 from .minilm import load_minilm, minilm_path
+from .rep3d import Rep3DConfig, Rep3DConv, Rep3DForSegmentation
 from .smollm2 import load_smollm2, load_smollm2_tokenizer, smollm2_path
 from .tiny import llama_from_scratch, tiny_causal_lm
 
 __all__ = [
     "CAUSAL_LMS",
     "MissingAssetError",
+    "Rep3DConfig",
+    "Rep3DConv",
+    "Rep3DForSegmentation",
     "cache_root",
     "check_causal_lm",
     "llama_from_scratch",

@@ -1,0 +1,72 @@
+import csv
+import json
+
+import pytest
+import torch
+
+from hf_ext.recipes import recipes_dir
+from hf_ext.recipes.rep3d import Rep3DArguments, build_model, main, parse_args
+
+
+def _flags(tmp_path, *extra):
+    config = str(recipes_dir() / "configs" / "rep3d.yaml")
+    return ["--config", config, "--quick", "true", "--output_dir", str(tmp_path), "--disable_tqdm", "true", *extra]
+
+
+def test_variants_start_from_the_same_weights(tmp_path):
+    args, _ = parse_args(_flags(tmp_path))
+    models = {v: build_model(args, v, seed=1).state_dict() for v in ("rep3d", "fixed_prior", "no_mask", "small_kernel")}
+    plain = models["no_mask"]
+    for variant in ("rep3d", "fixed_prior"):
+        assert all(torch.equal(tensor, models[variant][name]) for name, tensor in plain.items())
+    small = models["small_kernel"]
+    differing = {name for name, tensor in plain.items() if tensor.shape != small[name].shape}
+    assert differing == {"stages.0.blocks.0.mixer.conv.weight"}  # quick kernels: 5 in stage 0, 3 elsewhere
+    assert all(torch.equal(tensor, small[name]) for name, tensor in plain.items() if name not in differing)
+    assert not torch.equal(build_model(args, "no_mask", seed=2).state_dict()["head.2.weight"], plain["head.2.weight"])
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"variants": ["rep3d", "big"]}, "`variants` must be a non-empty subset of"),
+        ({"lr_multipliers": [1.0, 0.0]}, "`lr_multipliers` must be a non-empty list of numbers > 0"),
+        ({"small_kernel_size": 4}, "`small_kernel_size` must be an odd integer >= 1, got 4"),
+        ({"kernel_sizes": [13, 7, 6, 3]}, r"Rep3DConfig: `kernel_sizes` must be odd"),
+        ({"seeds": []}, "`seeds` must list at least one seed"),
+    ],
+)
+def test_bad_arguments_name_the_field(fields, message):
+    with pytest.raises(ValueError, match=message):
+        Rep3DArguments(**fields)
+
+
+def test_volumes_smaller_than_the_stride_product_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="`size` must be at least the encoder's stride product 16, got 8"):
+        Rep3DArguments(size=8)
+    with pytest.raises(ValueError, match="`size` must be at least the encoder's stride product 16, got 8"):
+        parse_args(_flags(tmp_path, "--quick", "false", "--size", "8"))
+
+
+@pytest.mark.slow
+def test_quick_run_end_to_end(tmp_path):
+    results = main(_flags(tmp_path))
+    assert set(results["summary"]) == {f"{v}/lr_x{m}" for v in Rep3DArguments().variants for m in (1, 3)}
+    for entry in results["summary"].values():
+        assert 0 <= entry["mean_dice"] <= 1 and entry["std_dice"] == 0.0 and len(entry["per_seed"]) == 1
+    with (tmp_path / "runs.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 8 and {row["learning_rate"] for row in rows} == {"0.002", "0.006"}
+    with (tmp_path / "curves.csv").open() as handle:
+        assert [row["step"] for row in csv.DictReader(handle)][:2] == ["1", "2"]
+    assert json.loads((tmp_path / "results.json").read_text())["max_steps"] == 2
+    for png in ("rep3d_dice.png", "rep3d_slice.png"):
+        assert (tmp_path / png).stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_quick_run_on_two_cpu_processes(tmp_path, run_on_two_processes):
+    stdout = run_on_two_processes("rep3d", ["quick=true", "variants=rep3d", "lr_multipliers=1.0"])
+    assert stdout.count("rep3d/lr_x1: mean Dice") == 1
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert len(runs) == 1 and 0 <= runs[0]["mean_dice"] <= 1

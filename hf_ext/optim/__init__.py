@@ -15,6 +15,7 @@ from .gradient_smoothing import (
     find_blocks,
     smoothing_matrix,
 )
+from .inverse_root import inverse_root
 from .loss_step import LossStepOptimizer
 from .loss_trainer import LossToOptimizerMixin, LossToOptimizerTrainer
 from .newton_schulz import newton_schulz
@@ -22,6 +23,8 @@ from .ngn import NGN
 from .scion import Scion, scion_param_groups
 from .sensitivity import near_best_width, ratio_at_multiple
 from .sps import SPS
+from .symmetry_curvature import SymmetryCurvature, symmetry_param_groups
+from .symmetry_groups import SymmetryGroup
 from .topology import TOPOLOGIES, Topology, check_mixing_matrix, spectral_gap
 
 __all__ = [
@@ -46,12 +49,15 @@ __all__ = [
     "PackedStreamCollator",
     "Scion",
     "Stage",
+    "SymmetryCurvature",
+    "SymmetryGroup",
     "Topology",
     "check_mixing_matrix",
     "critical_batch_size",
     "distance_weights",
     "find_blocks",
     "find_decentralized",
+    "inverse_root",
     "measure_constants",
     "near_best_width",
     "newton_schulz",
@@ -59,4 +65,5 @@ __all__ = [
     "scion_param_groups",
     "smoothing_matrix",
     "spectral_gap",
+    "symmetry_param_groups",
 ]

@@ -27,6 +27,8 @@ The positive per-unit scalings are not compact: ``scaling`` averages over the si
 commutant (the diagonal matrices) is the scalings' too.
 """
 
+import math
+
 import torch
 
 from .inverse_root import eigenvalue_inverse_root, inverse_root
@@ -247,11 +249,11 @@ class SymmetryGroup:
 
     def check(self, shape: tuple[int, ...], name: str) -> None:
         """Raise ``ValueError`` naming the parameter, its shape and the group if the group cannot act on it."""
-        rows, cols = shape
+        rows, cols = (1, math.prod(shape)) if len(shape) < 2 else (shape[0], math.prod(shape[1:]))
         for side, units in ((self.rows, rows), (self.cols, cols)):
             if units < side.min_units():
                 raise ValueError(
-                    f"SymmetryCurvature: parameter {name!r} of shape {tuple(shape)} (as a {rows} x {cols} matrix) "
+                    f"SymmetryCurvature: parameter {name!r} of shape {tuple(shape)} (a {rows} x {cols} matrix) "
                     f"does not fit the group {self!r}: {side.name!r} needs at least {side.min_units()} units, "
                     f"got {units}"
                 )

@@ -144,5 +144,5 @@ def test_bad_groups_are_refused(rows, cols, message):
 
 
 def test_a_permutation_needs_two_units():
-    with pytest.raises(ValueError, match=r"'layer.bias' of shape \(1, 5\).*'permutation' needs at least 2 units"):
-        SymmetryGroup("permutation", "identity").check((1, 5), "layer.bias")
+    with pytest.raises(ValueError, match=r"'layer.bias' of shape \(5,\) \(a 1 x 5 matrix\).*'permutation' needs"):
+        SymmetryGroup("permutation", "identity").check((5,), "layer.bias")

@@ -18,6 +18,7 @@ from .gradient_smoothing import (
 from .inverse_root import inverse_root
 from .loss_step import LossStepOptimizer
 from .loss_trainer import LossToOptimizerMixin, LossToOptimizerTrainer
+from .muon_adamw import MuonWithAdamW
 from .newton_schulz import newton_schulz
 from .ngn import NGN
 from .scion import Scion, scion_param_groups
@@ -45,6 +46,7 @@ __all__ = [
     "LossStepOptimizer",
     "LossToOptimizerMixin",
     "LossToOptimizerTrainer",
+    "MuonWithAdamW",
     "PackedStream",
     "PackedStreamCollator",
     "Scion",

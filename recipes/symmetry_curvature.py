@@ -53,6 +53,8 @@ QUICK_SIZES = {
     "seeds": [0],
     "accuracy_groups": ["permutation:identity", "orthogonal:identity", "scaling:scaling"],
     "pretrain_steps": 5,
+    "mlp_hidden": 8,
+    "mlp_train_hidden": 16,
     "gradient_batches": 4,
     "probe_directions": 4,
     "mlp_steps": 5,

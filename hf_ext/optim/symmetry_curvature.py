@@ -144,7 +144,7 @@ class SymmetryCurvature(torch.optim.Optimizer):
                     state["step"] = 0
                     state["exp_avg"] = torch.zeros_like(g)
                     state["moment"] = torch.zeros_like(symmetry.second_moment(g))
-                    state["mean_square"] = torch.zeros((), dtype=g.dtype)
+                    state["mean_square"] = torch.zeros((), dtype=g.dtype, device=g.device)
                 state["step"] += 1
                 t = state["step"]
                 state["exp_avg"].lerp_(g, 1 - beta1)

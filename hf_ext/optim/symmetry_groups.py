@@ -151,7 +151,7 @@ class Scalar(Side):
     def project(self, x):
         d = x.shape[-1]
         trace = x.diagonal(dim1=-2, dim2=-1).sum(-1)
-        return (trace / d)[..., None, None] * torch.eye(d, dtype=x.dtype)
+        return (trace / d)[..., None, None] * torch.eye(d, dtype=x.dtype, device=x.device)
 
     def basis(self, d):
         return [torch.eye(d, dtype=torch.float64)]
@@ -163,7 +163,7 @@ class Scalar(Side):
         return element.unsqueeze(-1) * v
 
     def dense(self, element, d):
-        return element * torch.eye(d, dtype=element.dtype)
+        return element * torch.eye(d, dtype=element.dtype, device=element.device)
 
 
 class Permutation(Side):
@@ -182,10 +182,13 @@ class Permutation(Side):
 
     def project(self, x):
         d = x.shape[-1]
-        ones = torch.full((d, d), 1.0 / d, dtype=x.dtype)
+        ones = torch.full((d, d), 1.0 / d, dtype=x.dtype, device=x.device)
         along = x.sum((-2, -1)) / d
         across = (x.diagonal(dim1=-2, dim2=-1).sum(-1) - along) / (d - 1)
-        return across[..., None, None] * (torch.eye(d, dtype=x.dtype) - ones) + along[..., None, None] * ones
+        return (
+            across[..., None, None] * (torch.eye(d, dtype=x.dtype, device=x.device) - ones)
+            + along[..., None, None] * ones
+        )
 
     def basis(self, d):
         return [torch.eye(d, dtype=torch.float64), torch.ones(d, d, dtype=torch.float64)]
@@ -200,8 +203,8 @@ class Permutation(Side):
         return element[..., 0:1] * (v - mean) + element[..., 1:2] * mean
 
     def dense(self, element, d):
-        ones = torch.full((d, d), 1.0 / d, dtype=element.dtype)
-        return element[0] * (torch.eye(d, dtype=element.dtype) - ones) + element[1] * ones
+        ones = torch.full((d, d), 1.0 / d, dtype=element.dtype, device=element.device)
+        return element[0] * (torch.eye(d, dtype=element.dtype, device=element.device) - ones) + element[1] * ones
 
 
 SIDES = {
@@ -295,8 +298,8 @@ class SymmetryGroup:
         if isinstance(self.outer, Scaling):
             full = torch.block_diag(*blocks)
         else:
-            ones = torch.full((m, m), 1.0 / m, dtype=moment.dtype)
-            eye = torch.eye(m, dtype=moment.dtype)
+            ones = torch.full((m, m), 1.0 / m, dtype=moment.dtype, device=moment.device)
+            eye = torch.eye(m, dtype=moment.dtype, device=moment.device)
             projectors = [eye] if isinstance(self.outer, Scalar) else [eye - ones, ones]
             full = sum(torch.kron(p, block) for p, block in zip(projectors, blocks, strict=True))
         if self.transposed:

@@ -5,7 +5,8 @@
 Runs ``recipes/symmetry_curvature.py`` and prints, as measured (mean over the seeds):
 
 - per layer (an MLP on digits, a one-layer Llama on standard-library source), each estimate's numbers
-  stored and the cosine of ``H = S^(1/2)`` with the exact Hessian (Frobenius and on random directions):
+  stored and the cosine of ``H = S^(1/2)`` with the exact Hessian (Frobenius, on random directions and on
+  secants):
   the symmetry groups, the full gradient second moment, KFAC-style and Shampoo-style; the diagonal
   (Adam-like) estimate is the group ``scaling:scaling``;
 - whether the cosine falls along each chain of groups ordered by inclusion (a larger group has a
@@ -56,13 +57,16 @@ def main() -> None:
     chain_steps, ordered = 0, 0
     for layer, table in layers.items():
         shape = next(iter(table.values()))["shape"]
-        print(f"\n{layer} {tuple(shape)}: estimate, numbers stored, cos(H, Hessian), cos(Hu, Hessian u)", flush=True)
+        print(f"\n{layer} {tuple(shape)}: estimate, numbers stored, cos(H, Hessian), cos(Hu, Hessian u) on random u,")
+        print("  and on secants u (the last pretraining steps)", flush=True)
         for name, entry in sorted(table.items(), key=lambda item: -item[1]["storage"]):
             print(
                 f"  {name:<24} {entry['storage']:>8}  {entry['cosine']:+.3f} +- {entry['cosine_std']:.3f}"
                 f"  {entry['action_cosine']:+.3f} +- {entry['action_cosine_std']:.3f}"
+                f"  {entry['secant_cosine']:+.3f} +- {entry['secant_cosine_std']:.3f}"
             )
             summary[f"{layer}/{name}/cosine"] = entry["cosine"]
+            summary[f"{layer}/{name}/secant_cosine"] = entry["secant_cosine"]
             summary[f"{layer}/{name}/storage"] = entry["storage"]
         for chain in CHAINS:
             if all(name in table for name in chain):

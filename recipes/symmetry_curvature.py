@@ -11,8 +11,9 @@ briefly with AdamW; then, for each measured weight matrix, the exact Hessian of 
 ``E[dd^T] kron E[aa^T]`` (output gradients and inputs of the layer) and Shampoo-style
 ``(L kron R)^(1/2)`` (``L = mean g g^T``, ``R = mean g^T g``). Reported per estimate, for ``H = S^(1/2)`` (the
 preconditioner) and for ``S`` itself: the Frobenius cosine with the Hessian, the relative error after
-the best scalar rescaling, the mean cosine of ``H u`` with ``Hessian u`` over random directions ``u``,
-and the numbers stored. The diagonal (Adam-like) estimate is the group ``scaling:scaling``.
+the best scalar rescaling, the mean cosine of ``H u`` with ``Hessian u`` over random directions ``u``
+and over secants (the weight's changes in the last pretraining steps), and the numbers stored. The
+diagonal (Adam-like) estimate is the group ``scaling:scaling``.
 
 (b) Optimization at equal steps, ``seeds`` each: the MLP on digits (plain loop) and a small Llama on
 the offline corpus (stock ``Trainer``) with AdamW, :class:`hf_ext.optim.SymmetryCurvature` (default
@@ -91,7 +92,12 @@ class SymmetryCurvatureArguments:
     tiny_lm_hidden: int = field(default=8, metadata={"help": "(a) tiny Llama width (MLP 4x), one layer."})
     pretrain_steps: int = field(default=200, metadata={"help": "(a) AdamW steps before the Hessian is taken."})
     gradient_batches: int = field(default=64, metadata={"help": "(a) minibatch gradients each estimate averages."})
-    probe_directions: int = field(default=32, metadata={"help": "(a) random directions u for cos(H u, Hess u)."})
+    probe_directions: int = field(
+        default=32,
+        metadata={
+            "help": "(a) random directions u for cos(H u, Hess u); as many secants (the last pretraining steps)."
+        },
+    )
     mlp_train_hidden: int = field(default=64, metadata={"help": "(b) MLP hidden width on digits."})
     mlp_steps: int = field(default=300, metadata={"help": "(b) MLP optimizer steps (batch 64)."})
     mlp_lrs: list[float] = field(
@@ -118,8 +124,8 @@ class SymmetryCurvatureArguments:
         for name in ("mlp_steps", "lm_steps", "lm_layers", "seq_len", "corpus_files", "eval_blocks"):
             if getattr(self, name) < 1:
                 raise ValueError(f"SymmetryCurvatureArguments: `{name}` must be >= 1, got {getattr(self, name)}")
-        if self.pretrain_steps < 0:
-            raise ValueError(f"SymmetryCurvatureArguments: `pretrain_steps` must be >= 0, got {self.pretrain_steps}")
+        if self.pretrain_steps < 1:
+            raise ValueError(f"SymmetryCurvatureArguments: `pretrain_steps` must be >= 1, got {self.pretrain_steps}")
         for name in ("mlp_lrs", "lm_lrs"):
             if not getattr(self, name) or min(getattr(self, name)) <= 0:
                 raise ValueError(f"SymmetryCurvatureArguments: `{name}` must be a non-empty list of numbers > 0")
@@ -211,12 +217,20 @@ def tiny_lm_task(script_args, tokenizer, train, seed: int) -> Task:
 # ---------------------------------------------------------------- (a) accuracy
 
 
-def _pretrain(task: Task, steps: int) -> None:
+def _pretrain(task: Task, steps: int, names: list[str], keep: int) -> dict[str, torch.Tensor]:
+    """``steps`` AdamW steps; the weights ``names``' changes over the last ``keep`` steps (secant directions),
+    as columns of an ``(mn, keep)`` matrix each."""
     optimizer = torch.optim.AdamW(task.model.parameters(), lr=1e-2)
-    for _ in range(steps):
+    weights = dict(task.model.named_parameters())
+    secants = {name: [] for name in names}
+    for step in range(steps):
+        before = {name: weights[name].detach().clone() for name in names} if step >= steps - keep else None
         optimizer.zero_grad()
         task.loss(task.model, task.batch()).backward()
         optimizer.step()
+        for name in names if before else ():
+            secants[name].append((weights[name].detach() - before[name]).flatten().double())
+    return {name: torch.stack(columns, dim=1) for name, columns in secants.items()}
 
 
 def _with(task: Task, params: dict):
@@ -278,16 +292,21 @@ def estimates(gradients: list[torch.Tensor], kfac: tuple, groups: list[str]) -> 
     return out
 
 
-def agreement(estimate: torch.Tensor, exact: torch.Tensor, directions: torch.Tensor) -> dict[str, float]:
-    """Frobenius cosine, relative error after the best rescaling, mean cosine of the actions on ``directions``."""
+def agreement(estimate: torch.Tensor, exact: torch.Tensor, directions: torch.Tensor, secants: torch.Tensor) -> dict:
+    """Frobenius cosine, relative error after the best rescaling, mean cosine of the actions on random
+    ``directions`` and on ``secants`` (columns)."""
     inner = (estimate * exact).sum()
     cosine = inner / (estimate.norm() * exact.norm()).clamp(min=1e-300)
     scale = inner / (estimate * estimate).sum().clamp(min=1e-300)
-    actions = nn.functional.cosine_similarity(estimate @ directions, exact @ directions, dim=0)
+
+    def actions(u):
+        return nn.functional.cosine_similarity(estimate @ u, exact @ u, dim=0).mean().item()
+
     return {
         "cosine": cosine.item(),
         "relative_error": ((scale * estimate - exact).norm() / exact.norm()).item(),
-        "action_cosine": actions.mean().item(),
+        "action_cosine": actions(directions),
+        "secant_cosine": actions(secants),
     }
 
 
@@ -306,7 +325,7 @@ def accuracy(script_args: SymmetryCurvatureArguments, lm_data, seed: int) -> lis
     ]
     rows = []
     for task, names, held, model_name in cases:
-        _pretrain(task, script_args.pretrain_steps)
+        secants = _pretrain(task, script_args.pretrain_steps, names, script_args.probe_directions)
         for name in names:
             exact = exact_hessian(task, name, held)
             gradients, *kfac = gradients_and_kfac(task, name, script_args.gradient_batches)
@@ -316,7 +335,7 @@ def accuracy(script_args: SymmetryCurvatureArguments, lm_data, seed: int) -> lis
                 for power, matrix in (("H=S^1/2", _psd_sqrt(second_moment)), ("S", second_moment)):
                     row = {"model": model_name, "layer": name, "shape": list(gradients[0].shape), "seed": seed}
                     row |= {"estimate": label, "power": power, "storage": storage}
-                    rows.append(row | agreement(matrix, exact, directions))
+                    rows.append(row | agreement(matrix, exact, directions, secants[name]))
     return rows
 
 
@@ -458,7 +477,7 @@ def tradeoff(rows: list[dict]) -> list[dict]:
     summary = []
     for key, items in grouped.items():
         entry = dict(zip(keys, key, strict=True)) | {"storage": items[0]["storage"], "shape": items[0]["shape"]}
-        for metric in ("cosine", "relative_error", "action_cosine"):
+        for metric in ("cosine", "relative_error", "action_cosine", "secant_cosine"):
             values = [item[metric] for item in items]
             entry[metric] = statistics.fmean(values)
             entry[f"{metric}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0

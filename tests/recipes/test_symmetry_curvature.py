@@ -35,10 +35,13 @@ def test_the_shipped_config_parses_and_quick_shrinks_it(tmp_path):
 def test_agreement_is_one_for_a_multiple_and_scale_free():
     exact = torch.diag(torch.tensor([3.0, 1.0, -1.0], dtype=torch.float64))
     directions = torch.randn(3, 5, generator=torch.Generator().manual_seed(0)).double()
-    same = agreement(2.0 * exact, exact, directions)
+    same = agreement(2.0 * exact, exact, directions, directions[:, :2])
     assert same["cosine"] == pytest.approx(1.0) and same["action_cosine"] == pytest.approx(1.0)
+    assert same["secant_cosine"] == pytest.approx(1.0)
     assert same["relative_error"] == pytest.approx(0.0, abs=1e-12)
-    identity = agreement(torch.eye(3, dtype=torch.float64), exact, directions)
+    secant = torch.tensor([[1.0], [0.0], [1.0]], dtype=torch.float64)  # H s = (3, 0, -1): cos with s is 2 / (2 10)^0.5
+    identity = agreement(torch.eye(3, dtype=torch.float64), exact, directions, secant)
+    assert identity["secant_cosine"] == pytest.approx(2 / 20**0.5)
     assert identity["cosine"] == pytest.approx(3 / (3**0.5 * 11**0.5))  # <I, H> / (|I| |H|)
     assert identity["relative_error"] == pytest.approx((1 - identity["cosine"] ** 2) ** 0.5)
 
@@ -89,7 +92,7 @@ def test_quick_run_end_to_end(tmp_path):
     }
     assert {entry["model"] for entry in results["accuracy"]} == {"mlp_digits", "tiny_llama"}
     for entry in results["accuracy"]:
-        assert -1 <= entry["cosine"] <= 1 and entry["relative_error"] >= 0
+        assert -1 <= entry["cosine"] <= 1 and -1 <= entry["secant_cosine"] <= 1 and entry["relative_error"] >= 0
     for table in results["training"].values():
         assert set(table) == {"adamw", "symmetry", "shampoo_style", "muon"}
         assert table["adamw"]["step_time_vs_adamw"] == 1.0

@@ -48,9 +48,9 @@ def as_matrix(tensor: torch.Tensor) -> torch.Tensor:
 def symmetry_param_groups(model: nn.Module, hidden="permutation", overrides: dict | None = None) -> list[dict]:
     """Trainable parameters of ``model`` grouped by the symmetry group of each, with their names.
 
-    Hidden matrices get ``hidden`` on their output units (identity on the inputs); vectors, embeddings
-    and the output head get :data:`FALLBACK`. ``overrides`` maps a name pattern (``fnmatch``, e.g.
-    ``"*.mlp.down_proj.weight"``) to a group spec; the first matching pattern wins.
+    Hidden matrices get ``hidden`` (a name: on their output units, identity on the inputs; or ``(rows, cols)``);
+    vectors, embeddings and the output head get :data:`FALLBACK`. ``overrides`` maps a name pattern
+    (``fnmatch``, e.g. ``"*.mlp.down_proj.weight"``) to a group spec; the first matching pattern wins.
     """
     output = getattr(model, "get_output_embeddings", lambda: None)()
     special = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
@@ -61,7 +61,7 @@ def symmetry_param_groups(model: nn.Module, hidden="permutation", overrides: dic
             continue
         spec = next((s for pattern, s in (overrides or {}).items() if fnmatch.fnmatchcase(name, pattern)), None)
         if spec is None:
-            spec = FALLBACK if param.dim() < 2 or id(param) in special else (hidden, "identity")
+            spec = FALLBACK if param.dim() < 2 or id(param) in special else hidden
         spec = resolve_group(spec, param)
         entry = groups.setdefault(spec, {"params": [], "param_names": [], "group": spec})
         entry["params"].append(param)

@@ -102,6 +102,8 @@ def test_the_default_rule_and_name_overrides():
     assert by_name["model.layers.0.mlp.up_proj.weight"] == ("permutation", "identity")
     assert by_name["model.layers.0.mlp.down_proj.weight"] == ("identity", "permutation")
     assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+    two_sided = symmetry_param_groups(model, hidden=("permutation", "permutation"))
+    assert ("permutation", "permutation") in [group["group"] for group in two_sided]
 
 
 def test_state_dict_round_trip_continues_identically():

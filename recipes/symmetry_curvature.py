@@ -68,7 +68,6 @@ QUICK_SIZES = {
     "eval_blocks": 4,
 }
 OPTIMIZERS = ("adamw", "symmetry", "shampoo_style", "muon")
-BASELINES = ("full", "kfac_style", "shampoo_style")
 
 
 @dataclass

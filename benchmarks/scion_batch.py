@@ -31,15 +31,24 @@ def main() -> None:
     out = f"{args.output_dir}/scion_batch"
     results = run_recipe(
         [
-            "--config", str(recipes_dir() / "configs" / "scion_batch.yaml"),
-            "--output_dir", out,
-            "--seeds", *map(str, args.seeds),
-            "--token_budget", str(args.token_budget),
-            "--seq_len", str(args.seq_len),
-            "--batch_sizes", *map(str, args.batch_sizes),
-            "--corpus_files", str(args.corpus_files),
-            "--eval_points", "4",
-            "--eval_blocks", "32",
+            "--config",
+            str(recipes_dir() / "configs" / "scion_batch.yaml"),
+            "--output_dir",
+            out,
+            "--seeds",
+            *map(str, args.seeds),
+            "--token_budget",
+            str(args.token_budget),
+            "--seq_len",
+            str(args.seq_len),
+            "--batch_sizes",
+            *map(str, args.batch_sizes),
+            "--corpus_files",
+            str(args.corpus_files),
+            "--eval_points",
+            "4",
+            "--eval_blocks",
+            "32",
         ]
     )
     summary = {"seeds": args.seeds, "token_budget": args.token_budget, "seq_len": args.seq_len}

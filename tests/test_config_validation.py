@@ -25,7 +25,15 @@ from trl import GRPOConfig
 
 import hf_ext
 import hf_ext.recipes
-from hf_ext.optim import NGN, SPS, DecentralizedMetricsCallback, DecentralizedSGD, GradientSmoothing, Scion
+from hf_ext.optim import (
+    NGN,
+    SPS,
+    DecentralizedMetricsCallback,
+    DecentralizedSGD,
+    GradientSmoothing,
+    Scion,
+    SymmetryCurvature,
+)
 from hf_ext.plasticity import PlasticityCallback
 from hf_ext.quant import ProgressiveBinarizationCallback, ProgressiveBinaryLinear, binarize_model
 from hf_ext.rl import UpdateSparsityCallback, grpo_preset
@@ -178,6 +186,10 @@ KWARG_BUILDERS = {
     "ProgressiveBinarizationCallback": (ProgressiveBinarizationCallback, ProgressiveBinarizationCallback),
     "ProgressiveBinaryLinear": (ProgressiveBinaryLinear, lambda **kwargs: ProgressiveBinaryLinear(4, 3, **kwargs)),
     "Scion": (Scion, lambda **kwargs: Scion([nn.Parameter(torch.ones(3, 2))], **kwargs)),
+    "SymmetryCurvature": (
+        SymmetryCurvature,
+        lambda **kwargs: SymmetryCurvature([nn.Parameter(torch.ones(3, 2))], **kwargs),
+    ),
     "UpdateSparsityCallback": (UpdateSparsityCallback, UpdateSparsityCallback),
     "binarize_model": (binarize_model, lambda **kwargs: binarize_model(nn.Sequential(nn.Linear(4, 3)), **kwargs)),
 }

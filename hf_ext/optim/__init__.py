@@ -15,13 +15,17 @@ from .gradient_smoothing import (
     find_blocks,
     smoothing_matrix,
 )
+from .inverse_root import inverse_root
 from .loss_step import LossStepOptimizer
 from .loss_trainer import LossToOptimizerMixin, LossToOptimizerTrainer
+from .muon_adamw import MuonWithAdamW
 from .newton_schulz import newton_schulz
 from .ngn import NGN
 from .scion import Scion, scion_param_groups
 from .sensitivity import near_best_width, ratio_at_multiple
 from .sps import SPS
+from .symmetry_curvature import SymmetryCurvature, symmetry_param_groups
+from .symmetry_groups import SymmetryGroup
 from .topology import TOPOLOGIES, Topology, check_mixing_matrix, spectral_gap
 
 __all__ = [
@@ -42,16 +46,20 @@ __all__ = [
     "LossStepOptimizer",
     "LossToOptimizerMixin",
     "LossToOptimizerTrainer",
+    "MuonWithAdamW",
     "PackedStream",
     "PackedStreamCollator",
     "Scion",
     "Stage",
+    "SymmetryCurvature",
+    "SymmetryGroup",
     "Topology",
     "check_mixing_matrix",
     "critical_batch_size",
     "distance_weights",
     "find_blocks",
     "find_decentralized",
+    "inverse_root",
     "measure_constants",
     "near_best_width",
     "newton_schulz",
@@ -59,4 +67,5 @@ __all__ = [
     "scion_param_groups",
     "smoothing_matrix",
     "spectral_gap",
+    "symmetry_param_groups",
 ]

@@ -1,0 +1,160 @@
+"""SymmetryCurvature: precondition each layer by its gradient second moment averaged over the layer's symmetries.
+
+    S <- beta2 S + (1 - beta2) R2(g g^T)         R2: the closed-form group average (hf_ext.optim.symmetry_groups)
+    m <- beta1 m + (1 - beta1) g
+    x <- x - lr (S_hat + damping * mean(g^2)_hat I)^(-1/2) m_hat - lr * weight_decay * x
+
+``S`` lives in the group's commutant, so it is stored, and ``H^-1 = S^(-1/2)`` applied, in that
+structure (hats: Adam's bias corrections; ``damping`` is relative to the mean eigenvalue of ``S``,
+``tr(S) / numel``, which is the running mean of ``g^2``). The group sets the estimate:
+
+- ``("orthogonal" | "signed_permutation", "identity")``: ``S = I kron G^T G / out``, the step is
+  ``sqrt(out) U V^T`` for one gradient (Muon; Shampoo's ``L^-1/4 G R^-1/4`` up to scale);
+- ``("permutation", "identity")`` (hidden units): that step on the rows' mean and, separately, on its complement;
+- ``("scaling", "scaling")``: the diagonal, i.e. Adam; ``("orthogonal", "orthogonal")``: normalised SGD.
+
+Every group's step has entries of RMS about 1, like Adam's, so learning rates carry over.
+Why its own optimizer: Shampoo, Muon and KFAC each fix one structure; here the structure is derived
+from a symmetry group the user picks per layer.
+"""
+
+import fnmatch
+
+import torch
+from torch import nn
+
+from .._validation import check_finite
+from .symmetry_groups import GROUPS, SymmetryGroup
+
+FALLBACK = ("scaling", "scaling")  # vectors, embeddings and the output head: the diagonal (Adam-like) estimate
+
+
+def resolve_group(spec, param: torch.Tensor) -> tuple[str, str]:
+    """A group spec as ``(rows, cols)``: ``"auto"`` is ``("permutation", "identity")`` for matrices with at least
+    2 rows and :data:`FALLBACK` otherwise; one name acts on the rows (output units), with the identity on the
+    columns."""
+    if spec == "auto":
+        return ("permutation", "identity") if param.dim() >= 2 and param.shape[0] >= 2 else FALLBACK
+    if isinstance(spec, str):
+        return (spec, "identity")
+    return tuple(spec)
+
+
+def as_matrix(tensor: torch.Tensor) -> torch.Tensor:
+    """A parameter as the ``(out, in)`` matrix the groups act on: vectors are one row, conv kernels flattened."""
+    return tensor.reshape(1, -1) if tensor.dim() < 2 else tensor.reshape(tensor.shape[0], -1)
+
+
+def symmetry_param_groups(model: nn.Module, hidden="permutation", overrides: dict | None = None) -> list[dict]:
+    """Trainable parameters of ``model`` grouped by the symmetry group of each, with their names.
+
+    Hidden matrices get ``hidden`` (a name: on their output units, identity on the inputs; or ``(rows, cols)``);
+    vectors, embeddings and the output head get :data:`FALLBACK`. ``overrides`` maps a name pattern
+    (``fnmatch``, e.g. ``"*.mlp.down_proj.weight"``) to a group spec; the first matching pattern wins.
+    """
+    output = getattr(model, "get_output_embeddings", lambda: None)()
+    special = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    special |= {id(output.weight)} if output is not None else set()
+    groups: dict[tuple, dict] = {}
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        spec = next((s for pattern, s in (overrides or {}).items() if fnmatch.fnmatchcase(name, pattern)), None)
+        if spec is None:
+            spec = FALLBACK if param.dim() < 2 or id(param) in special else hidden
+        spec = resolve_group(spec, param)
+        entry = groups.setdefault(spec, {"params": [], "param_names": [], "group": spec})
+        entry["params"].append(param)
+        entry["param_names"].append(name)
+    return list(groups.values())
+
+
+class SymmetryCurvature(torch.optim.Optimizer):
+    """Steps with ``S^(-1/2)`` times the momentum, ``S`` the symmetry-averaged gradient second moment (module doc).
+
+    Args:
+        params: an ``nn.Module`` (grouped by :func:`symmetry_param_groups`), or parameters / param groups;
+            a group may set ``group`` and any argument below.
+        lr: step size (>= 0); steps have Adam-like RMS, so Adam's learning rates are the place to start.
+        group: ``"auto"``, a name from :data:`~hf_ext.optim.symmetry_groups.GROUPS` (acting on the rows),
+            or ``(rows, cols)``.
+        betas: EMA weights of the momentum and of ``S``, each in [0, 1).
+        damping: added to ``S``'s eigenvalues, relative to their mean (> 0).
+        weight_decay: decoupled, times ``lr``.
+    """
+
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        group: str | tuple[str, str] = "auto",
+        betas: tuple[float, float] = (0.9, 0.95),
+        damping: float = 1e-6,
+        weight_decay: float = 0.0,
+    ):
+        if isinstance(params, nn.Module):
+            params = symmetry_param_groups(params)
+        defaults = {"lr": lr, "group": group, "betas": tuple(betas), "damping": damping, "weight_decay": weight_decay}
+        super().__init__(params, defaults)
+
+    def add_param_group(self, param_group: dict) -> None:
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        for name in ("lr", "betas", "damping", "weight_decay"):
+            check_finite("SymmetryCurvature", name, group[name])
+        for name, allowed, ok in (
+            ("lr", ">= 0", group["lr"] >= 0),
+            ("damping", "> 0", group["damping"] > 0),
+            ("weight_decay", ">= 0", group["weight_decay"] >= 0),
+            ("betas", "two numbers in [0, 1)", len(group["betas"]) == 2 and all(0 <= b < 1 for b in group["betas"])),
+        ):
+            if not ok:
+                raise ValueError(f"SymmetryCurvature: `{name}` must be {allowed}, got {group[name]!r}")
+        names = group.get("param_names") or [
+            f"param_groups[{len(self.param_groups) - 1}][{i}]" for i in range(len(group["params"]))
+        ]
+        for name, param in zip(names, group["params"], strict=True):
+            spec = resolve_group(group["group"], param)
+            if len(spec) != 2 or any(side not in GROUPS for side in spec):
+                raise ValueError(
+                    f"SymmetryCurvature: `group` of {name!r} must be 'auto', one of {list(GROUPS)} or a pair of "
+                    f"them, got {group['group']!r}"
+                )
+            try:
+                symmetry = SymmetryGroup(*spec)
+            except ValueError as error:
+                shape = tuple(param.shape)
+                raise ValueError(f"SymmetryCurvature: parameter {name!r} of shape {shape}: {error}") from None
+            symmetry.check(tuple(param.shape), name)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                symmetry = SymmetryGroup(*resolve_group(group["group"], p))
+                g, state = as_matrix(p.grad), self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(g)
+                    state["moment"] = torch.zeros_like(symmetry.second_moment(g))
+                    state["mean_square"] = torch.zeros((), dtype=g.dtype, device=g.device)
+                state["step"] += 1
+                t = state["step"]
+                state["exp_avg"].lerp_(g, 1 - beta1)
+                state["moment"].lerp_(symmetry.second_moment(g), 1 - beta2)
+                state["mean_square"].lerp_(g.square().mean(), 1 - beta2)
+                correction = 1 - beta2**t
+                damping = group["damping"] * state["mean_square"].item() / correction + torch.finfo(g.dtype).tiny
+                direction = symmetry.precondition(
+                    state["moment"] / correction, state["exp_avg"] / (1 - beta1**t), damping=damping
+                )
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.add_(direction.reshape(p.shape), alpha=-group["lr"])
+        return loss

@@ -1,0 +1,524 @@
+"""Curvature from weight-space symmetries: each group's estimate against exact Hessians, then training with it.
+
+    hf-ext run symmetry_curvature                  # shipped config (benchmarks/symmetry_curvature.py runs it)
+    hf-ext run symmetry_curvature quick=true       # seconds: the end-to-end check
+
+(a) Accuracy. An MLP on scikit-learn's digits and a tiny Llama on standard-library source are trained
+briefly with AdamW; then, for each measured weight matrix, the exact Hessian of the loss on held data
+(``torch.func.hessian`` through ``functional_call``) is compared with estimates built from
+``gradient_batches`` minibatch gradients: each symmetry group's ``S = mean R2(g g^T)``
+(:class:`hf_ext.optim.SymmetryGroup`), the full ``mean g g^T`` (no symmetry), KFAC-style
+``E[dd^T] kron E[aa^T]`` (output gradients and inputs of the layer) and Shampoo-style
+``(L kron R)^(1/2)`` (``L = mean g g^T``, ``R = mean g^T g``). Reported per estimate, for ``H = S^(1/2)`` (the
+preconditioner) and for ``S`` itself: the Frobenius cosine with the Hessian, the relative error after
+the best scalar rescaling, the mean cosine of ``H u`` with ``Hessian u`` over random directions ``u``
+and over secants (the weight's changes in the last pretraining steps), and the numbers stored. The
+diagonal (Adam-like) estimate is the group ``scaling:scaling``.
+
+(b) Optimization at equal steps, ``seeds`` each: the MLP on digits (plain loop) and a small Llama on
+the offline corpus (stock ``Trainer``) with AdamW, :class:`hf_ext.optim.SymmetryCurvature` (default
+rule: permutations of each matrix's output units), a Shampoo-style baseline (our optimizer with the
+one-sided ``orthogonal x identity`` group: ``G (E[G^T G])^(-1/2)``) and ``torch.optim.Muon`` (+ AdamW):
+held-out loss and step time as a ratio to AdamW.
+
+Writes ``results.json``, ``accuracy.csv``, ``training.csv``, ``tradeoff.png`` and ``training.png``.
+"""
+
+import csv
+import dataclasses
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import torch
+from accelerate import PartialState
+from sklearn.datasets import load_digits
+from torch import nn
+from torch.func import functional_call, hessian
+from tqdm.auto import tqdm
+from transformers import Trainer, TrainingArguments
+from trl import TrlParser
+
+from hf_ext._validation import check_finite_fields
+from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
+from hf_ext.models import llama_from_scratch
+from hf_ext.optim import MuonWithAdamW, SymmetryCurvature, SymmetryGroup, symmetry_param_groups
+from hf_ext.optim.symmetry_groups import GROUPS
+from hf_ext.plotting import plot_grouped_bars, plot_labelled_points
+from hf_ext.recipes._results import write_results
+
+QUICK_SIZES = {
+    "seeds": [0],
+    "accuracy_groups": ["permutation:identity", "orthogonal:identity", "scaling:scaling"],
+    "pretrain_steps": 5,
+    "mlp_hidden": 8,
+    "mlp_train_hidden": 16,
+    "gradient_batches": 4,
+    "probe_directions": 4,
+    "mlp_steps": 5,
+    "mlp_lrs": [1e-2],
+    "lm_steps": 3,
+    "lm_lrs": [3e-3],
+    "lm_hidden_size": 8,
+    "lm_layers": 1,
+    "corpus_files": 6,
+    "eval_blocks": 4,
+}
+OPTIMIZERS = ("adamw", "symmetry", "shampoo_style", "muon")
+
+
+@dataclass
+class SymmetryCurvatureArguments:
+    quick: bool = field(default=False, metadata={"help": "Tiny sizes and one seed: an end-to-end check in seconds."})
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "Seeds (init and data order)."})
+    accuracy_groups: list[str] = field(
+        default_factory=lambda: [
+            "scaling:identity",
+            "permutation:identity",
+            "orthogonal:identity",
+            "identity:permutation",
+            "identity:orthogonal",
+            "permutation:permutation",
+            "scaling:scaling",
+            "orthogonal:orthogonal",
+        ],
+        metadata={"help": f"Groups 'rows:cols' whose estimates (a) measures; names among {list(GROUPS)}."},
+    )
+    mlp_hidden: int = field(default=16, metadata={"help": "(a) MLP hidden width (its Hessians are exact)."})
+    tiny_lm_hidden: int = field(default=8, metadata={"help": "(a) tiny Llama width (MLP 4x), one layer."})
+    pretrain_steps: int = field(default=200, metadata={"help": "(a) AdamW steps before the Hessian is taken."})
+    gradient_batches: int = field(default=64, metadata={"help": "(a) minibatch gradients each estimate averages."})
+    probe_directions: int = field(
+        default=32,
+        metadata={
+            "help": "(a) random directions u for cos(H u, Hess u); as many secants (the last pretraining steps)."
+        },
+    )
+    mlp_train_hidden: int = field(default=64, metadata={"help": "(b) MLP hidden width on digits."})
+    mlp_steps: int = field(default=300, metadata={"help": "(b) MLP optimizer steps (batch 64)."})
+    mlp_lrs: list[float] = field(
+        default_factory=lambda: [1e-3, 3e-3, 1e-2],
+        metadata={"help": "(b) MLP: each optimizer's best of these step sizes (by mean held-out loss) is reported."},
+    )
+    lm_steps: int = field(default=200, metadata={"help": "(b) Llama optimizer steps through the Trainer."})
+    lm_lrs: list[float] = field(
+        default_factory=lambda: [3e-3, 1e-2],
+        metadata={"help": "(b) Llama: each optimizer's best of these step sizes (by mean held-out loss) is reported."},
+    )
+    lm_hidden_size: int = field(default=32, metadata={"help": "(b) Llama width (MLP 4x)."})
+    lm_layers: int = field(default=2, metadata={"help": "(b) Llama decoder layers."})
+    seq_len: int = field(default=32, metadata={"help": "Tokens per block, (a) and (b)."})
+    vocab_size: int = field(default=512, metadata={"help": "BPE vocabulary trained on standard-library source."})
+    corpus_files: int = field(default=40, metadata={"help": "Standard-library files in the corpus."})
+    eval_blocks: int = field(default=64, metadata={"help": "Held-out blocks for (b)'s loss and (a)'s Hessian."})
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        for name in ("mlp_hidden", "tiny_lm_hidden", "gradient_batches", "probe_directions", "mlp_train_hidden"):
+            if getattr(self, name) < 2:
+                raise ValueError(f"SymmetryCurvatureArguments: `{name}` must be >= 2, got {getattr(self, name)}")
+        for name in ("mlp_steps", "lm_steps", "lm_layers", "seq_len", "corpus_files", "eval_blocks"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"SymmetryCurvatureArguments: `{name}` must be >= 1, got {getattr(self, name)}")
+        if self.pretrain_steps < 1:
+            raise ValueError(f"SymmetryCurvatureArguments: `pretrain_steps` must be >= 1, got {self.pretrain_steps}")
+        for name in ("mlp_lrs", "lm_lrs"):
+            if not getattr(self, name) or min(getattr(self, name)) <= 0:
+                raise ValueError(f"SymmetryCurvatureArguments: `{name}` must be a non-empty list of numbers > 0")
+        if not self.seeds:
+            raise ValueError("SymmetryCurvatureArguments: `seeds` must not be empty")
+        for spec in self.accuracy_groups:
+            sides = spec.split(":")
+            if len(sides) != 2 or any(side not in GROUPS for side in sides) or sides == ["identity", "identity"]:
+                raise ValueError(
+                    f"SymmetryCurvatureArguments: `accuracy_groups` entries must be 'rows:cols' with names among "
+                    f"{list(GROUPS)}, not both 'identity' (that is the 'full' baseline); got {spec!r}"
+                )
+
+
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The recipe's parser (``hf-ext run symmetry_curvature --help`` lists the fields)."""
+    return TrlParser((SymmetryCurvatureArguments, TrainingArguments))
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[SymmetryCurvatureArguments, TrainingArguments]:
+    script_args, training_args = parser(argv).parse_args_and_config(argv)
+    if script_args.quick:
+        script_args = dataclasses.replace(script_args, **QUICK_SIZES)
+    return script_args, training_args
+
+
+# ---------------------------------------------------------------- data and models
+
+
+def digits(seed: int = 0) -> dict[str, torch.Tensor]:
+    """scikit-learn's digits scaled to [0, 1], split 80/20 by a seeded permutation."""
+    data = load_digits()
+    x, y = torch.tensor(data.data, dtype=torch.float32) / 16, torch.tensor(data.target)
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    cut = int(0.8 * len(y))
+    return {"x": x[order[:cut]], "y": y[order[:cut]], "x_val": x[order[cut:]], "y_val": y[order[cut:]]}
+
+
+def mlp(hidden: int, seed: int) -> nn.Sequential:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(64, hidden), nn.Tanh(), nn.Linear(hidden, 10))
+
+
+def corpus(script_args: SymmetryCurvatureArguments):
+    """The tokenizer and the train / held-out blocks of ``seq_len`` tokens."""
+    tokenizer = stdlib_bpe_tokenizer(script_args.vocab_size)
+    blocks = stdlib_corpus(tokenizer, script_args.seq_len, max_files=script_args.corpus_files, seed=0)
+    held_out = blocks["validation"].select(range(min(script_args.eval_blocks, len(blocks["validation"]))))
+    return tokenizer, blocks["train"].remove_columns("attention_mask"), held_out.remove_columns("attention_mask")
+
+
+class Task:
+    """A model, how to draw a seeded minibatch and its loss: what (a) needs from each model."""
+
+    def __init__(self, model, batches, loss):
+        self.model, self.batch, self.loss = model, batches, loss
+
+
+def mlp_task(script_args, data, seed: int) -> Task:
+    generator = torch.Generator().manual_seed(seed)
+
+    def batch(size: int = 32):
+        index = torch.randint(0, len(data["y"]), (size,), generator=generator)
+        return data["x"][index], data["y"][index]
+
+    def loss(model, inputs):
+        return nn.functional.cross_entropy(model(inputs[0]), inputs[1])
+
+    return Task(mlp(script_args.mlp_hidden, seed), batch, loss)
+
+
+def tiny_lm_task(script_args, tokenizer, train, seed: int) -> Task:
+    model = llama_from_scratch(
+        tokenizer, script_args.tiny_lm_hidden, 1, 2, max_positions=script_args.seq_len, seed=seed
+    )
+    model.set_attn_implementation("eager")  # CPU SDPA has no forward-mode AD, which hessian() uses
+    ids = torch.tensor(train["input_ids"])
+    generator = torch.Generator().manual_seed(seed)
+
+    def batch(size: int = 4):
+        return ids[torch.randint(0, len(ids), (size,), generator=generator)]
+
+    def loss(model, inputs):
+        return model(input_ids=inputs, labels=inputs).loss
+
+    return Task(model, batch, loss)
+
+
+# ---------------------------------------------------------------- (a) accuracy
+
+
+def _pretrain(task: Task, steps: int, names: list[str], keep: int) -> dict[str, torch.Tensor]:
+    """``steps`` AdamW steps; the weights ``names``' changes over the last ``keep`` steps (secant directions),
+    as columns of an ``(mn, keep)`` matrix each."""
+    optimizer = torch.optim.AdamW(task.model.parameters(), lr=1e-2)
+    weights = dict(task.model.named_parameters())
+    secants = {name: [] for name in names}
+    for step in range(steps):
+        before = {name: weights[name].detach().clone() for name in names} if step >= steps - keep else None
+        optimizer.zero_grad()
+        task.loss(task.model, task.batch()).backward()
+        optimizer.step()
+        for name in names if before else ():
+            secants[name].append((weights[name].detach() - before[name]).flatten().double())
+    return {name: torch.stack(columns, dim=1) for name, columns in secants.items()}
+
+
+def _with(task: Task, params: dict):
+    """The task's model as a function with ``params`` replaced (``functional_call``), for ``torch.func``."""
+    return lambda *args, **kwargs: functional_call(task.model, params, args, kwargs)
+
+
+def exact_hessian(task: Task, name: str, inputs) -> torch.Tensor:
+    """The Hessian of the loss on ``inputs`` with respect to the weight ``name`` alone, as ``(mn, mn)``."""
+    weight = dict(task.model.named_parameters())[name].detach()
+    h = hessian(lambda w: task.loss(_with(task, {name: w}), inputs))(weight)
+    return h.reshape(weight.numel(), weight.numel()).double()
+
+
+def gradients_and_kfac(task: Task, name: str, batches: int):
+    """``batches`` minibatch gradients of the weight ``name`` (out, in), and the KFAC factors of its layer:
+    ``E[d d^T]`` over the layer's output gradients and ``E[a a^T]`` over its inputs (every sample and token)."""
+    weight = dict(task.model.named_parameters())[name]
+    layer = task.model.get_submodule(name.rpartition(".")[0])
+    inputs, grads = [], []
+
+    def keep(module, args, output):
+        inputs.append(args[0].detach().reshape(-1, args[0].shape[-1]))
+        output.register_hook(lambda g: grads.append(g.detach().reshape(-1, g.shape[-1])))
+
+    handle = layer.register_forward_hook(keep)
+    gradients = []
+    try:
+        for _ in range(batches):
+            task.model.zero_grad()
+            task.loss(task.model, task.batch()).backward()
+            gradients.append(weight.grad.detach().double().clone())
+    finally:
+        handle.remove()
+    a, d = torch.cat(inputs).double(), torch.cat(grads).double()
+    return gradients, d.T @ d / len(d), a.T @ a / len(a)
+
+
+def _psd_sqrt(matrix: torch.Tensor) -> torch.Tensor:
+    values, vectors = torch.linalg.eigh(matrix)
+    return (vectors * values.clamp(min=0).sqrt()) @ vectors.T
+
+
+def estimates(gradients: list[torch.Tensor], kfac: tuple, groups: list[str]) -> dict[str, tuple[torch.Tensor, int]]:
+    """Each estimate of the gradient second moment as a dense ``(mn, mn)`` matrix, with the numbers it stores."""
+    m, n = gradients[0].shape
+    mean = lambda items: sum(items) / len(items)  # noqa: E731
+    full = mean([torch.outer(g.flatten(), g.flatten()) for g in gradients])
+    left, right = mean([g @ g.T for g in gradients]), mean([g.T @ g for g in gradients])
+    kron_storage = m * (m + 1) // 2 + n * (n + 1) // 2
+    out = {
+        "full": (full, m * n * (m * n + 1) // 2),
+        "kfac_style": (torch.kron(*kfac), kron_storage),
+        "shampoo_style": (torch.kron(_psd_sqrt(left), _psd_sqrt(right)), kron_storage),
+    }
+    for spec in groups:
+        group = SymmetryGroup(*spec.split(":"))
+        out[spec] = (group.dense(mean([group.second_moment(g) for g in gradients]), m, n), group.storage(m, n))
+    return out
+
+
+def agreement(estimate: torch.Tensor, exact: torch.Tensor, directions: torch.Tensor, secants: torch.Tensor) -> dict:
+    """Frobenius cosine, relative error after the best rescaling, mean cosine of the actions on random
+    ``directions`` and on ``secants`` (columns)."""
+    inner = (estimate * exact).sum()
+    cosine = inner / (estimate.norm() * exact.norm()).clamp(min=1e-300)
+    scale = inner / (estimate * estimate).sum().clamp(min=1e-300)
+
+    def actions(u):
+        return nn.functional.cosine_similarity(estimate @ u, exact @ u, dim=0).mean().item()
+
+    return {
+        "cosine": cosine.item(),
+        "relative_error": ((scale * estimate - exact).norm() / exact.norm()).item(),
+        "action_cosine": actions(directions),
+        "secant_cosine": actions(secants),
+    }
+
+
+def accuracy(script_args: SymmetryCurvatureArguments, lm_data, seed: int) -> list[dict]:
+    """Part (a) for one seed: one row per (model, layer, estimate, power)."""
+    tokenizer, train, held_out = lm_data
+    data = digits(seed)
+    cases = [
+        (mlp_task(script_args, data, seed), ["0.weight", "2.weight"], (data["x_val"], data["y_val"]), "mlp_digits"),
+        (
+            tiny_lm_task(script_args, tokenizer, train, seed),
+            [f"model.layers.0.{n}.weight" for n in ("mlp.up_proj", "mlp.down_proj", "self_attn.q_proj")],
+            torch.tensor(held_out["input_ids"][:16]),  # 16 blocks: forward-mode AD holds a copy per weight
+            "tiny_llama",
+        ),
+    ]
+    rows = []
+    for task, names, held, model_name in cases:
+        secants = _pretrain(task, script_args.pretrain_steps, names, script_args.probe_directions)
+        for name in names:
+            exact = exact_hessian(task, name, held)
+            gradients, *kfac = gradients_and_kfac(task, name, script_args.gradient_batches)
+            generator = torch.Generator().manual_seed(seed)
+            directions = torch.randn(exact.shape[0], script_args.probe_directions, generator=generator).double()
+            for label, (second_moment, storage) in estimates(gradients, kfac, script_args.accuracy_groups).items():
+                for power, matrix in (("H=S^1/2", _psd_sqrt(second_moment)), ("S", second_moment)):
+                    row = {"model": model_name, "layer": name, "shape": list(gradients[0].shape), "seed": seed}
+                    row |= {"estimate": label, "power": power, "storage": storage}
+                    rows.append(row | agreement(matrix, exact, directions, secants[name]))
+    return rows
+
+
+# ---------------------------------------------------------------- (b) optimization
+
+
+def build_optimizer(name: str, model: nn.Module, lr: float) -> torch.optim.Optimizer:
+    if name == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    if name == "symmetry":
+        return SymmetryCurvature(model, lr=lr)
+    if name == "shampoo_style":
+        return SymmetryCurvature(symmetry_param_groups(model, hidden="orthogonal"), lr=lr)
+    return MuonWithAdamW(model, lr)
+
+
+def train_mlp(script_args, name: str, lr: float, seed: int) -> dict:
+    """The MLP on digits: ``mlp_steps`` steps of batch 64; held-out loss, accuracy and seconds per step."""
+    data, model = digits(0), mlp(script_args.mlp_train_hidden, seed)
+    optimizer, generator = build_optimizer(name, model, lr), torch.Generator().manual_seed(seed)
+    start = time.perf_counter()
+    for _ in range(script_args.mlp_steps):
+        index = torch.randint(0, len(data["y"]), (64,), generator=generator)
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(data["x"][index]), data["y"][index]).backward()
+        optimizer.step()
+    seconds = (time.perf_counter() - start) / script_args.mlp_steps
+    with torch.no_grad():
+        logits = model(data["x_val"])
+    loss = nn.functional.cross_entropy(logits, data["y_val"]).item()
+    correct = (logits.argmax(-1) == data["y_val"]).float().mean().item()
+    return {"final_loss": loss, "accuracy": correct, "seconds_per_step": seconds}
+
+
+def train_lm(script_args, training_args, lm_data, name: str, lr: float, seed: int) -> dict:
+    """The small Llama through the stock Trainer: held-out loss after ``lm_steps`` steps, seconds per step."""
+    tokenizer, train, held_out = lm_data
+    size = script_args.lm_hidden_size
+    model = llama_from_scratch(
+        tokenizer, size, script_args.lm_layers, max(1, size // 16), max_positions=script_args.seq_len, seed=seed
+    )
+    args = dataclasses.replace(
+        training_args,
+        output_dir=str(Path(training_args.output_dir) / "runs" / f"{name}_lr{lr:g}_seed{seed}"),
+        max_steps=script_args.lm_steps,
+        learning_rate=lr,
+        save_strategy="no",
+        eval_strategy="no",
+        seed=seed,
+    )
+    optimizer = build_optimizer(name, model, lr)
+    trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=held_out, optimizers=(optimizer, None))
+    metrics = trainer.train().metrics
+    return {
+        "final_loss": trainer.evaluate()["eval_loss"],
+        "seconds_per_step": metrics["train_runtime"] / script_args.lm_steps,
+    }
+
+
+def _summary(runs: list[dict]) -> dict:
+    losses = [r["final_loss"] for r in runs]
+    return {
+        "final_loss": statistics.fmean(losses),
+        "final_loss_std": statistics.stdev(losses) if len(losses) > 1 else 0.0,
+        "seconds_per_step": statistics.fmean(r["seconds_per_step"] for r in runs),
+        "runs": runs,
+    }
+
+
+def _tuned(run, lrs: list[float], seeds: list[int], progress) -> dict:
+    """``run(lr, seed)`` for every step size and seed; the step size with the lowest mean held-out loss is kept."""
+    tried = {}
+    for lr in lrs:
+        tried[lr] = [run(lr, seed) for seed in seeds]
+        progress.update(len(seeds))
+    best = min(tried, key=lambda lr: statistics.fmean(r["final_loss"] for r in tried[lr]))
+    return _summary(tried[best]) | {
+        "lr": best,
+        "tried": {f"{lr:g}": statistics.fmean(r["final_loss"] for r in runs) for lr, runs in tried.items()},
+    }
+
+
+def optimization(script_args, training_args, lm_data, progress) -> dict:
+    """Part (b): per task and optimizer, the seeds' held-out losses at the optimizer's best step size."""
+    results = {"mlp_digits": {}, "llama_corpus": {}}
+    for name in OPTIMIZERS:
+        results["mlp_digits"][name] = _tuned(
+            partial(train_mlp, script_args, name), script_args.mlp_lrs, script_args.seeds, progress
+        )
+        results["llama_corpus"][name] = _tuned(
+            partial(train_lm, script_args, training_args, lm_data, name),
+            script_args.lm_lrs,
+            script_args.seeds,
+            progress,
+        )
+    for task in results.values():
+        adamw = task["adamw"]["seconds_per_step"]
+        best = min(row["final_loss"] for key, row in task.items() if key != "symmetry")
+        for row in task.values():
+            row["step_time_vs_adamw"] = row["seconds_per_step"] / adamw
+        task["symmetry"]["vs_best_baseline"] = task["symmetry"]["final_loss"] / best - 1
+    return results
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> dict:
+    script_args, training_args = parse_args(argv)
+    state = PartialState()
+    lm_data = corpus(script_args)
+    runs = len(script_args.seeds) * (1 + len(OPTIMIZERS) * (len(script_args.mlp_lrs) + len(script_args.lm_lrs)))
+    with tqdm(total=runs, desc="symmetry_curvature", disable=not state.is_main_process) as progress:
+        rows = []
+        for seed in script_args.seeds:
+            rows += accuracy(script_args, lm_data, seed)
+            progress.update(1)
+        training = optimization(script_args, training_args, lm_data, progress)
+    results = {
+        "accuracy": tradeoff(rows),
+        "training": training,
+        "script_args": dataclasses.asdict(script_args),
+    }
+    if state.is_main_process:
+        out = write_results(training_args.output_dir, results)
+        write_csv(out / "accuracy.csv", rows)
+        write_csv(out / "training.csv", training_rows(training))
+        plot_results(results, out)
+        state.print(f"wrote {out / 'results.json'}, accuracy.csv, training.csv, tradeoff.png and training.png")
+    return results
+
+
+def tradeoff(rows: list[dict]) -> list[dict]:
+    """Mean and std over seeds of each (model, layer, estimate, power)'s agreement with the exact Hessian."""
+    keys = ("model", "layer", "estimate", "power")
+    grouped: dict[tuple, list[dict]] = {}
+    for row in rows:
+        grouped.setdefault(tuple(row[k] for k in keys), []).append(row)
+    summary = []
+    for key, items in grouped.items():
+        entry = dict(zip(keys, key, strict=True)) | {"storage": items[0]["storage"], "shape": items[0]["shape"]}
+        for metric in ("cosine", "relative_error", "action_cosine", "secant_cosine"):
+            values = [item[metric] for item in items]
+            entry[metric] = statistics.fmean(values)
+            entry[f"{metric}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
+        summary.append(entry)
+    return summary
+
+
+def training_rows(training: dict) -> list[dict]:
+    return [
+        {"task": task, "optimizer": name, "lr": row["lr"], "seed": seed, **run}
+        for task, table in training.items()
+        for name, row in table.items()
+        for seed, run in enumerate(row["runs"])
+    ]
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot_results(results: dict, out: Path) -> None:
+    """``tradeoff.png``: cosine of ``H`` with the exact Hessian against log2 storage, one panel per layer, points
+    joined in order of storage; ``training.png``: held-out loss over AdamW's per task."""
+    panels: dict[str, list] = {}
+    for entry in sorted(results["accuracy"], key=lambda e: e["storage"]):
+        if entry["power"] == "H=S^1/2":
+            label = f"{entry['model']} {entry['layer'].removeprefix('model.layers.0.')} {tuple(entry['shape'])}"
+            point = (entry["estimate"], [math.log2(entry["storage"])], [entry["cosine"]])
+            panels.setdefault(label, []).append(point)
+    plot_labelled_points(panels, out / "tradeoff.png", "cosine(H, exact Hessian) vs storage", "log2 numbers stored")
+    bars = {
+        name: {
+            task: table[name]["final_loss"] / table["adamw"]["final_loss"]
+            for task, table in results["training"].items()
+        }
+        for name in OPTIMIZERS
+    }
+    plot_grouped_bars(bars, out / "training.png", "held-out loss at equal steps", "held-out loss / AdamW's")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+import copy
+import math
+
+import pytest
+import torch
+from datasets import Dataset
+from torch import nn
+from transformers import LlamaConfig, LlamaForCausalLM, Trainer
+
+from hf_ext.optim import SymmetryCurvature, SymmetryGroup, inverse_root, newton_schulz, symmetry_param_groups
+from hf_ext.optim.newton_schulz import CUBIC
+
+TINY = 1e-12  # relative damping small enough for the exact reductions (in float64: float32's rounding needs ~1e-6)
+
+
+def _randn(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def _one_step(g, **kwargs):
+    """The change of a zero parameter after one step on gradient ``g`` with lr 1."""
+    param = nn.Parameter(torch.zeros_like(g))
+    param.grad = g.clone()
+    SymmetryCurvature([param], lr=1.0, **kwargs).step()
+    return -param.detach()
+
+
+def _polar(g):
+    u, _, vh = torch.linalg.svd(g.double(), full_matrices=False)
+    return (u @ vh).to(g.dtype)
+
+
+@pytest.mark.parametrize("rows", ["orthogonal", "signed_permutation"])
+@pytest.mark.parametrize("shape", [(8, 5), (5, 8)])
+def test_one_sided_identity_on_one_gradient_is_muons_orthogonalised_update(rows, shape):
+    g = _randn(*shape, dtype=torch.float64)
+    step = _one_step(g, group=(rows, "identity"), betas=(0.0, 0.0), damping=TINY)
+    scale = math.sqrt(shape[0])  # S = I kron G^T G / out: the step is sqrt(out) U V^T
+    torch.testing.assert_close(step / scale, _polar(g))
+    default = _one_step(g.float(), group=(rows, "identity"), betas=(0.0, 0.0))  # float32, default damping 1e-6
+    torch.testing.assert_close(default / scale, _polar(g).float(), atol=2e-3, rtol=0)
+    torch.testing.assert_close(step / scale, newton_schulz(g, steps=60, coefficients=CUBIC))
+    # torch.optim.Muon on the same gradient: its quintic Newton-Schulz (bfloat16) only approximates U V^T.
+    param = nn.Parameter(torch.zeros(shape))
+    param.grad = g.float()
+    torch.optim.Muon([param], lr=1.0, momentum=0.0, nesterov=False, adjust_lr_fn="original").step()
+    muon = -param.detach() / math.sqrt(max(1, shape[0] / shape[1]))
+    cosine = torch.nn.functional.cosine_similarity(muon.flatten(), (step / scale).float().flatten(), dim=0)
+    assert cosine > 0.97
+    singular = torch.linalg.svdvals(muon)
+    assert singular.min() > 0.6 and singular.max() < 1.25  # Muon's band around the exact singular values 1
+
+
+def test_the_same_step_is_shampoos_inverse_fourth_roots():
+    g = _randn(6, 6, seed=1, dtype=torch.float64)
+    step = _one_step(g, group="orthogonal", betas=(0.0, 0.0), damping=TINY)
+    shampoo = inverse_root(g @ g.T, 4) @ g @ inverse_root(g.T @ g, 4)
+    torch.testing.assert_close(step / math.sqrt(6), shampoo)
+
+
+def test_scaling_on_both_sides_is_adam():
+    torch.manual_seed(0)
+    ours, adam = nn.Parameter(_randn(4, 3, seed=2)), nn.Parameter(_randn(4, 3, seed=2))
+    opt = SymmetryCurvature([ours], lr=0.1, group=("scaling", "scaling"), betas=(0.9, 0.95), damping=TINY)
+    ref = torch.optim.Adam([adam], lr=0.1, betas=(0.9, 0.95), eps=0.0)
+    for seed in range(4):
+        for p, o in ((ours, opt), (adam, ref)):
+            p.grad = _randn(4, 3, seed=10 + seed)
+            o.step()
+    torch.testing.assert_close(ours.detach(), adam.detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_two_steps_of_momentum_and_ema_by_hand():
+    g1, g2 = _randn(4, 3, seed=3), _randn(4, 3, seed=4)
+    param = nn.Parameter(torch.zeros(4, 3))
+    opt = SymmetryCurvature([param], lr=0.5, group="permutation", betas=(0.5, 0.25), damping=1e-3, weight_decay=0.1)
+    for g in (g1, g2):
+        param.grad = g
+        before = param.detach().clone()
+        opt.step()
+    group = SymmetryGroup("permutation", "identity")
+    momentum = (0.5 * 0.5 * g1 + 0.5 * g2) / (1 - 0.25)
+    moment = (0.25 * 0.75 * group.second_moment(g1) + 0.75 * group.second_moment(g2)) / (1 - 0.0625)
+    mean_square = (0.25 * 0.75 * g1.square().mean() + 0.75 * g2.square().mean()) / (1 - 0.0625)
+    direction = group.precondition(moment, momentum, damping=1e-3 * mean_square.item())
+    torch.testing.assert_close(param.detach(), before * (1 - 0.05) - 0.5 * direction, atol=1e-5, rtol=1e-5)
+
+
+def _untied_llama():
+    config = LlamaConfig(vocab_size=40, hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2)
+    config.tie_word_embeddings = False
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config)
+
+
+def test_the_default_rule_and_name_overrides():
+    model = _untied_llama()
+    groups = symmetry_param_groups(model, overrides={"*.down_proj.weight": ("identity", "permutation")})
+    by_name = {name: group["group"] for group in groups for name in group["param_names"]}
+    assert by_name["model.embed_tokens.weight"] == by_name["lm_head.weight"] == ("scaling", "scaling")
+    assert by_name["model.norm.weight"] == ("scaling", "scaling")
+    assert by_name["model.layers.0.mlp.up_proj.weight"] == ("permutation", "identity")
+    assert by_name["model.layers.0.mlp.down_proj.weight"] == ("identity", "permutation")
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+    two_sided = symmetry_param_groups(model, hidden=("permutation", "permutation"))
+    assert ("permutation", "permutation") in [group["group"] for group in two_sided]
+
+
+def test_state_dict_round_trip_continues_identically():
+    model_a, model_b = _untied_llama(), _untied_llama()
+    batch = {"input_ids": torch.tensor([[1, 5, 7, 9]]), "labels": torch.tensor([[1, 5, 7, 9]])}
+    opt_a = SymmetryCurvature(model_a, lr=0.01)
+    for _ in range(2):
+        opt_a.zero_grad()
+        model_a(**batch).loss.backward()
+        opt_a.step()
+    model_b.load_state_dict(model_a.state_dict())
+    opt_b = SymmetryCurvature(model_b, lr=0.01)
+    opt_b.load_state_dict(copy.deepcopy(opt_a.state_dict()))
+    assert opt_b.state_dict()["state"][0]["step"] == 2
+    for model, opt in ((model_a, opt_a), (model_b, opt_b)):
+        opt.zero_grad()
+        model(**batch).loss.backward()
+        opt.step()
+    for (name, a), b in zip(model_a.state_dict().items(), model_b.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_a_group_that_does_not_fit_the_layer_is_refused_naming_it():
+    mlp = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    with pytest.raises(ValueError, match=r"'0.bias' of shape \(8,\) \(a 1 x 8 matrix\).*'permutation' needs at least"):
+        SymmetryCurvature(symmetry_param_groups(mlp, overrides={"0.bias": "permutation"}))
+    with pytest.raises(ValueError, match=r"'2.weight' of shape \(3, 8\).*identity on both sides"):
+        SymmetryCurvature(symmetry_param_groups(mlp, overrides={"2.weight": ("identity", "identity")}))
+    with pytest.raises(ValueError, match=r"`group` of 'param_groups\[0\]\[0\]' must be 'auto', one of \['identity'"):
+        SymmetryCurvature(mlp.parameters(), group="rotation")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"lr": float("nan")}, "`lr` must be a finite number"),
+        ({"lr": -1.0}, "`lr` must be >= 0"),
+        ({"damping": 0.0}, "`damping` must be > 0"),
+        ({"damping": float("inf")}, "`damping` must be a finite number"),
+        ({"betas": (0.9, 1.0)}, r"`betas` must be two numbers in \[0, 1\)"),
+        ({"weight_decay": -0.1}, "`weight_decay` must be >= 0"),
+    ],
+)
+def test_bad_arguments_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SymmetryCurvature([nn.Parameter(torch.ones(3, 2))], **kwargs)
+
+
+def _blocks():
+    ids = torch.randint(0, 40, (16, 12), generator=torch.Generator().manual_seed(0)).tolist()
+    return Dataset.from_dict({"input_ids": ids, "labels": ids})
+
+
+def _losses(trainer):
+    return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+
+
+def test_through_the_trainer_both_ways(training_args, tmp_path):
+    run = {"max_steps": 6, "learning_rate": 0.01, "logging_steps": 1, "seed": 0}
+    model = _untied_llama()
+    direct = Trainer(
+        model=model,
+        args=training_args(**run, output_dir=tmp_path / "a"),
+        train_dataset=_blocks(),
+        optimizers=(SymmetryCurvature(model, lr=0.01), None),
+    )
+    direct.train()
+    model_b = _untied_llama()
+    by_class = Trainer(
+        model=model_b,
+        args=training_args(**run, output_dir=tmp_path / "b"),
+        train_dataset=_blocks(),
+        optimizer_cls_and_kwargs=(SymmetryCurvature, {"params": symmetry_param_groups(model_b), "lr": 0.01}),
+    )
+    by_class.train()
+    assert isinstance(by_class.optimizer.optimizer, SymmetryCurvature)
+    assert _losses(direct) == pytest.approx(_losses(by_class))
+    assert _losses(direct)[-1] < _losses(direct)[0]

@@ -1,0 +1,159 @@
+import itertools
+
+import pytest
+import torch
+
+from hf_ext.optim.inverse_root import inverse_root
+from hf_ext.optim.symmetry_groups import GROUPS, SIDES, SymmetryGroup
+
+PAIRS = [(r, c) for r in GROUPS for c in GROUPS if (r, c) != ("identity", "identity")]
+M, N = 3, 4
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def project_dense(group, matrix, rows, cols):
+    """The reference: each side's dense projection applied to the (rows, cols, rows, cols) tensor."""
+    t = matrix.reshape(rows, cols, rows, cols)
+    t = group.rows.project(t.permute(1, 3, 0, 2)).permute(2, 0, 3, 1)
+    t = group.cols.project(t.permute(0, 2, 1, 3)).permute(0, 2, 1, 3)
+    return t.reshape(rows * cols, rows * cols)
+
+
+def _haar(count, d, generator):
+    q, r = torch.linalg.qr(torch.randn(count, d, d, generator=generator, dtype=torch.float64))
+    return q * torch.sign(r.diagonal(dim1=-2, dim2=-1)).unsqueeze(-2)
+
+
+def _all_elements(name, d):
+    """Every element of the finite groups on d units (orthogonal: None, it is averaged by Monte Carlo)."""
+    eye = torch.eye(d, dtype=torch.float64)
+    perms = [eye[list(p)] for p in itertools.permutations(range(d))]
+    signs = [torch.diag(torch.tensor(s, dtype=torch.float64)) for s in itertools.product((-1.0, 1.0), repeat=d)]
+    return {
+        "identity": [eye],
+        "scaling": signs,
+        "permutation": perms,
+        "signed_permutation": [s @ p for s in signs for p in perms],
+        "orthogonal": None,
+    }[name]
+
+
+@pytest.mark.parametrize(("rows", "cols"), PAIRS)
+def test_second_moment_is_the_projection_and_the_group_average(rows, cols):
+    m, n = 2, 3  # small enough to enumerate the signed permutations
+    group, g = SymmetryGroup(rows, cols), _randn(m, n)
+    v = g.reshape(-1)
+    dense = group.dense(group.second_moment(g), m, n)
+    torch.testing.assert_close(dense, project_dense(group, torch.outer(v, v), m, n))
+    elements = [_all_elements(rows, m), _all_elements(cols, n)]
+    generator = torch.Generator().manual_seed(1)
+    samples = 2000 if None in elements else None
+    if samples:  # Monte Carlo: Haar samples on an orthogonal side, uniform draws from a finite one
+        sides = [
+            _haar(samples, d, generator)
+            if e is None
+            else torch.stack(e)[torch.randint(len(e), (samples,), generator=generator)]
+            for e, d in zip(elements, (m, n), strict=True)
+        ]
+    else:
+        pairs = list(itertools.product(*elements))
+        sides = [torch.stack([a for a, _ in pairs]), torch.stack([b for _, b in pairs])]
+    kron = (sides[0][:, :, None, :, None] * sides[1][:, None, :, None, :]).reshape(-1, m * n, m * n)
+    average = (kron @ torch.outer(v, v) @ kron.mT).mean(0)
+    torch.testing.assert_close(dense, average, atol=0.03 * v.square().sum() if samples else 1e-10, rtol=0)
+
+
+@pytest.mark.parametrize(("rows", "cols"), PAIRS)
+def test_the_estimate_is_invariant_psd_and_its_projection_idempotent(rows, cols):
+    group, g = SymmetryGroup(rows, cols), _randn(M, N, seed=2)
+    dense = group.dense(group.second_moment(g), M, N)
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(5):
+        k = torch.kron(group.rows.sample(M, generator), group.cols.sample(N, generator))
+        torch.testing.assert_close(k @ dense @ k.T, dense)
+    assert torch.linalg.eigvalsh(dense).min() > -1e-10
+    torch.testing.assert_close(project_dense(group, dense, M, N), dense)
+    other = _randn(M * N, M * N, seed=4)
+    once = project_dense(group, other, M, N)
+    torch.testing.assert_close(project_dense(group, once, M, N), once)
+
+
+@pytest.mark.parametrize("name", GROUPS)
+def test_each_commutant_basis_commutes_with_the_group_and_has_the_stated_size(name):
+    side, d = SIDES[name], 4
+    basis = side.basis(d)
+    assert len(basis) == side.storage(d)
+    assert torch.linalg.matrix_rank(torch.stack([b.reshape(-1) for b in basis])) == len(basis)
+    generator = torch.Generator().manual_seed(5)
+    for _ in range(5):
+        a = side.sample(d, generator)
+        for b in basis:
+            torch.testing.assert_close(a @ b, b @ a)
+        torch.testing.assert_close(side.project(basis[-1]), basis[-1])
+
+
+def test_permutation_of_rows_gives_the_diagonal_and_off_diagonal_row_means():
+    g = _randn(M, N, seed=6)
+    group = SymmetryGroup("permutation", "identity")
+    a = sum(torch.outer(g[i], g[i]) for i in range(M)) / M
+    b = sum(torch.outer(g[i], g[j]) for i in range(M) for j in range(M) if i != j) / (M * (M - 1))
+    ones = torch.ones(M, M, dtype=torch.float64)
+    expected = torch.kron(torch.eye(M, dtype=torch.float64), a - b) + torch.kron(ones, b)
+    torch.testing.assert_close(group.dense(group.second_moment(g), M, N), expected)
+
+
+@pytest.mark.parametrize("rows", ["signed_permutation", "orthogonal"])
+def test_signed_permutations_and_rotations_keep_only_the_rows_second_moment(rows):
+    g = _randn(M, N, seed=7)
+    expected = torch.kron(torch.eye(M, dtype=torch.float64), g.T @ g / M)
+    group = SymmetryGroup(rows, "identity")
+    torch.testing.assert_close(group.dense(group.second_moment(g), M, N), expected)
+
+
+def test_two_sided_orthogonal_is_a_multiple_of_the_identity_and_its_step_is_normalised_sgd():
+    g = _randn(M, N, seed=8)
+    group = SymmetryGroup("orthogonal", "orthogonal")
+    moment = group.second_moment(g)
+    scale = g.square().sum() / (M * N)
+    torch.testing.assert_close(group.dense(moment, M, N), scale * torch.eye(M * N, dtype=torch.float64))
+    torch.testing.assert_close(group.precondition(moment, g), g / scale.sqrt())
+
+
+def test_scaling_on_both_sides_is_adam_without_momentum():
+    g = _randn(M, N, seed=9)
+    group = SymmetryGroup("scaling", "scaling")
+    step = group.precondition(group.second_moment(g), g, damping=1e-8)
+    torch.testing.assert_close(step, g / (g.square() + 1e-8).sqrt())
+
+
+@pytest.mark.parametrize(("rows", "cols"), PAIRS)
+@pytest.mark.parametrize("p", [2, 4])
+def test_precondition_is_the_dense_inverse_root(rows, cols, p):
+    group = SymmetryGroup(rows, cols)
+    moment = sum(group.second_moment(_randn(M, N, seed=s)) for s in range(3))
+    g = _randn(M, N, seed=10)
+    expected = inverse_root(group.dense(moment, M, N), p, damping=1e-3) @ g.reshape(-1)
+    torch.testing.assert_close(group.precondition(moment, g, p=p, damping=1e-3), expected.reshape(M, N))
+
+
+def test_storage_shrinks_as_the_group_grows():
+    order = ["identity", "scaling", "permutation", "signed_permutation"]
+    sizes = [SymmetryGroup(r, "identity" if r != "identity" else "orthogonal").storage(8, 8) for r in order]
+    assert sizes[1:] == sorted(sizes[1:], reverse=True) and sizes == [36, 288, 72, 36]
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols", "message"),
+    [("identity", "identity", "identity on both sides"), ("rotation", "identity", "`rows` must be one of")],
+)
+def test_bad_groups_are_refused(rows, cols, message):
+    with pytest.raises(ValueError, match=message):
+        SymmetryGroup(rows, cols)
+
+
+def test_a_permutation_needs_two_units():
+    with pytest.raises(ValueError, match=r"'layer.bias' of shape \(5,\) \(a 1 x 5 matrix\).*'permutation' needs"):
+        SymmetryGroup("permutation", "identity").check((5,), "layer.bias")

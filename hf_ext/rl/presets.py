@@ -37,9 +37,9 @@ COMMON_SETTINGS = {
     "logging_nan_inf_filter": False,
 }
 # Sparse delta checkpoints store what a bf16 copy of the model sees. With fp32 (or mixed-precision
-# master) weights, SGD moves 85-88% of the entries bitwise, so an exact delta is 0.98 of a full
-# checkpoint (docs/rl.md), while about 1% of them change by enough to show in bf16. With bf16
-# parameters both modes store the same entries.
+# master) weights, SGD moves 83-88% of the entries bitwise, so an exact delta is 0.89-0.98 of a full
+# checkpoint, while a bf16-visible one was 0.064 of it after 3 steps (docs/rl.md, "Measured sizes").
+# With bf16 parameters both modes store the same entries.
 DELTA_SETTINGS = {"mode": "visible", "dtype": torch.bfloat16}
 
 

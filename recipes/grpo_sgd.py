@@ -6,7 +6,9 @@
 Trains a fresh copy of the model with each optimizer on the same prompts for the same number
 of steps and measures: held-out mean reward (greedy exact answer) before and after, the fraction
 of parameter entries changed (fp32 and bf16), optimizer-state bytes, and the size of a sparse
-delta checkpoint vs a full one. Writes ``results.json`` and ``reward.png`` to ``output_dir``.
+delta checkpoint in each mode (exact; bf16-visible) vs a full one. Checkpoints, if
+``save_strategy`` saves any, get a sparse delta in ``delta_mode``. Writes ``results.json`` and
+``reward.png`` to ``output_dir``.
 """
 
 import dataclasses
@@ -26,8 +28,9 @@ from hf_ext.evaluation import arithmetic_accuracy
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
-from hf_ext.rl import UpdateSparsityCallback, checked_reward, save_sparse_delta
-from hf_ext.rl.presets import LEARNING_RATES, OPTIMIZER_SETTINGS
+from hf_ext.rl import SparseDeltaCallback, UpdateSparsityCallback, checked_reward, save_sparse_delta
+from hf_ext.rl.delta import MODES
+from hf_ext.rl.presets import DELTA_SETTINGS, LEARNING_RATES, OPTIMIZER_SETTINGS
 
 # bfloat16 stores and updates the weights in bf16 (no fp32 master copy): steps below half a bf16
 # ulp of a weight round away, which is where the reported update sparsity comes from.
@@ -53,6 +56,14 @@ class GRPOSGDArguments:
         default="float32",
         metadata={"help": f"Dtype the parameters are stored and updated in, one of {list(PARAM_DTYPES)}."},
     )
+    delta_mode: str = field(
+        default=DELTA_SETTINGS["mode"],
+        metadata={
+            "help": f"Sparse delta mode of the checkpoints, one of {list(MODES)}. 'visible' (the preset's) stores "
+            "what a bf16 copy sees and restores the bf16 model bit-exactly: with float32 parameters nearly every "
+            "entry moves bitwise, so an 'exact' delta is about as large as a full checkpoint. Both are measured."
+        },
+    )
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -65,17 +76,24 @@ class GRPOSGDArguments:
             raise ValueError(f"`model` must be one of {sorted(CAUSAL_LMS)}, got {self.model!r}")
         if self.param_dtype not in PARAM_DTYPES:
             raise ValueError(f"`param_dtype` must be one of {list(PARAM_DTYPES)}, got {self.param_dtype!r}")
+        if self.delta_mode not in MODES:
+            raise ValueError(f"`delta_mode` must be one of {list(MODES)}, got {self.delta_mode!r}")
         if self.format_reward_weight < 0:
             raise ValueError(f"`format_reward_weight` must be >= 0, got {self.format_reward_weight}")
 
 
-def _checkpoint_sizes(model, base_state) -> dict[str, int]:
-    """Bytes of a sparse delta against the initial weights and of a full safetensors checkpoint."""
+def _checkpoint_sizes(model, base_state) -> dict[str, float]:
+    """Bytes of a sparse delta in each mode against the initial weights, and of a full safetensors checkpoint."""
+    sizes = {}
     with tempfile.TemporaryDirectory() as scratch:
-        delta = save_sparse_delta(model, base_state, Path(scratch) / "delta.safetensors")
         model.save_pretrained(Path(scratch) / "full")
-        full = sum(f.stat().st_size for f in (Path(scratch) / "full").glob("*.safetensors"))
-    return {"sparse_delta_bytes": delta["bytes"], "full_checkpoint_bytes": full}
+        sizes["full_checkpoint_bytes"] = sum(f.stat().st_size for f in (Path(scratch) / "full").glob("*.safetensors"))
+        for mode in MODES:  # both sizes are reported side by side: no warning about the exact one
+            delta = save_sparse_delta(model, base_state, Path(scratch) / f"{mode}.safetensors", mode, warn=False)
+            sizes[f"delta_bytes_{mode}"] = delta["bytes"]
+            sizes[f"delta_over_full_{mode}"] = delta["bytes"] / sizes["full_checkpoint_bytes"]
+            sizes[f"delta_changed_fraction_{mode}"] = delta["changed"] / delta["total"]
+    return sizes
 
 
 def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: GRPOConfig, train, held_out) -> dict:
@@ -103,13 +121,14 @@ def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: 
 
     before = held_out_reward()
     sparsity = UpdateSparsityCallback()
+    delta_dtype = DELTA_SETTINGS["dtype"] if script_args.delta_mode == "visible" else None
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=rewards,
         args=args,
         train_dataset=train,
         processing_class=tokenizer,
-        callbacks=[sparsity],
+        callbacks=[sparsity, SparseDeltaCallback(base_state, script_args.delta_mode, delta_dtype)],
     )
     start = time.perf_counter()
     trainer.train()
@@ -148,8 +167,9 @@ def main(argv: list[str] | None = None) -> dict:
         state.print(
             f"{optimizer}: held-out reward {r['held_out_reward_before']:.3f} -> {r['held_out_reward_after']:.3f}; "
             f"changed {r['changed_fraction']:.3e} of entries (bf16 {r['changed_fraction_bf16']:.3e}); optimizer "
-            f"state {r['optimizer_state_bytes']} B; delta {r['sparse_delta_bytes'] / 1e6:.1f} MB vs full "
-            f"{r['full_checkpoint_bytes'] / 1e6:.1f} MB ({r['steps']} steps, {r['train_seconds']:.0f} s)"
+            f"state {r['optimizer_state_bytes']} B; sparse delta / full checkpoint "
+            f"({r['full_checkpoint_bytes'] / 1e6:.1f} MB): exact {r['delta_over_full_exact']:.3f}, bf16-visible "
+            f"{r['delta_over_full_visible']:.3f} ({r['steps']} steps, {r['train_seconds']:.0f} s)"
         )
     if state.is_main_process:
         out = write_results(training_args.output_dir, results)

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from safetensors import safe_open
 
 from hf_ext.models import load_causal_lm
 from hf_ext.recipes import recipes_dir
@@ -20,18 +21,25 @@ def test_recipe_runs_sgd_and_adamw_and_reports_sparsity_state_and_sizes(tmp_path
     for result in results.values():
         assert result["steps"] == 2 and 0 <= result["held_out_reward_after"] <= 1
         assert 0 <= result["changed_fraction_bf16"] <= result["changed_fraction"] <= 1
-        assert result["full_checkpoint_bytes"] > 0 and result["sparse_delta_bytes"] > 0
+        assert result["full_checkpoint_bytes"] > 0
+        assert 0 < result["delta_over_full_visible"] and 0 < result["delta_over_full_exact"]
+        assert result["delta_changed_fraction_exact"] == pytest.approx(result["changed_fraction"])
     assert json.loads((tmp_path / "results.json").read_text())["sgd"]["steps"] == 2
     assert (tmp_path / "reward.png").stat().st_size > 1000
 
 
-def test_bf16_parameters_are_trained_and_saved_in_bf16(tmp_path):
+def test_bf16_parameters_are_trained_and_saved_in_bf16_with_a_visible_delta_per_checkpoint(tmp_path):
     flags = ["--optimizers", "sgd", "--param_dtype", "bfloat16", "--output_dir", str(tmp_path)]
-    result = main(["--config", _config(), *TINY_RUN, *flags])["sgd"]
+    saving = ["--save_strategy", "steps", "--save_steps", "2"]
+    result = main(["--config", _config(), *TINY_RUN, *flags, *saving])["sgd"]
     model, _ = load_causal_lm("tiny")
     bf16_bytes = 2 * sum(parameter.numel() for parameter in model.parameters())
     assert result["param_dtype"] == "bfloat16"
     assert bf16_bytes <= result["full_checkpoint_bytes"] < 1.05 * bf16_bytes
+    # bf16 parameters: rounding to bf16 changes nothing, so both modes store the same entries
+    assert result["delta_changed_fraction_visible"] == result["delta_changed_fraction_exact"]
+    with safe_open(str(tmp_path / "sgd" / "checkpoint-2" / "sparse_delta.safetensors"), "pt") as delta:
+        assert delta.metadata()["mode"] == "visible"
 
 
 @pytest.mark.parametrize(
@@ -40,6 +48,7 @@ def test_bf16_parameters_are_trained_and_saved_in_bf16(tmp_path):
         (["--optimizers", "lion"], r"`optimizers` must be a non-empty subset of \['sgd', 'adamw'\]"),
         (["--format_reward_weight", "-1"], r"`format_reward_weight` must be >= 0"),
         (["--param_dtype", "float16"], r"`param_dtype` must be one of \['float32', 'bfloat16'\]"),
+        (["--delta_mode", "lossy"], r"`delta_mode` must be one of \['exact', 'visible'\]"),
     ],
 )
 def test_bad_arguments_name_the_field(flags, message):

@@ -1,9 +1,15 @@
+import json
+import warnings
+from types import SimpleNamespace
+
 import pytest
 import torch
 from safetensors import safe_open
+from safetensors.torch import save_file
 
+from hf_ext._tied import split_tied
 from hf_ext.models import tiny_causal_lm
-from hf_ext.rl import apply_sparse_delta, save_sparse_delta
+from hf_ext.rl import SparseDeltaCallback, apply_sparse_delta, save_sparse_delta, state_fingerprint
 
 
 def _trained_copy(changes):
@@ -82,3 +88,116 @@ def test_a_truncated_delta_is_named_and_refused_before_the_base_changes(tmp_path
 def test_a_missing_delta_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"apply_sparse_delta: '.*missing\.safetensors' is missing"):
         apply_sparse_delta(tiny_causal_lm(seed=0)[0], tmp_path / "missing.safetensors")
+
+
+def test_a_visible_delta_stores_only_bf16_visible_changes_and_restores_the_bf16_model_bit_exactly(tmp_path):
+    base, model = _trained_copy(
+        [
+            ("model.layers.0.self_attn.q_proj.weight", 5, 0.125),  # visible in bf16
+            ("model.norm.weight", 3, 1.0 + 2**-20),  # 1.0 in bf16: rounds away
+        ]
+    )
+    counts = save_sparse_delta(model, base, tmp_path / "delta.safetensors", mode="visible", dtype=torch.bfloat16)
+    assert counts["changed"] == 1
+    with safe_open(str(tmp_path / "delta.safetensors"), "pt") as stored:
+        assert stored.metadata()["mode"] == "visible" and stored.metadata()["dtype"] == "bfloat16"
+        assert stored.get_tensor("model.layers.0.self_attn.q_proj.weight::values").dtype == torch.bfloat16
+    restored = apply_sparse_delta(base, tmp_path / "delta.safetensors").state_dict()
+    for name, tensor in model.state_dict().items():
+        assert restored[name].dtype == torch.bfloat16, name
+        assert torch.equal(restored[name].view(torch.int16), tensor.to(torch.bfloat16).view(torch.int16)), name
+
+
+def test_a_visible_delta_applies_to_a_state_dict_and_in_float16(tmp_path):
+    base, model = _trained_copy([("model.norm.weight", 0, 2.0)])
+    save_sparse_delta(model, base, tmp_path / "delta.safetensors", mode="visible", dtype="float16")
+    state = {name: tensor.clone() for name, tensor in base.state_dict().items()}
+    restored = apply_sparse_delta(state, tmp_path / "delta.safetensors", mode="visible", dtype=torch.float16)
+    assert restored is state
+    assert all(torch.equal(state[k], v.to(torch.float16)) for k, v in model.state_dict().items())
+
+
+def test_a_visible_delta_refuses_an_fp32_base_that_rounds_differently_and_names_the_tensor(tmp_path):
+    base, model = _trained_copy([("model.norm.weight", 0, 2.0)])
+    save_sparse_delta(model, base, tmp_path / "delta.safetensors", mode="visible")
+    _, other = _trained_copy([("model.layers.1.mlp.up_proj.weight", 7, 3.0)])
+    before = {k: v.clone() for k, v in other.state_dict().items()}
+    with pytest.raises(ValueError, match=r"\['model.layers.1.mlp.up_proj.weight'\] differ rounded to torch.bfloat16"):
+        apply_sparse_delta(other, tmp_path / "delta.safetensors")
+    assert all(torch.equal(before[k], v) for k, v in other.state_dict().items())  # not even cast to bf16
+    # A base that differs only below bf16 resolution is the same bf16 base: accepted.
+    _, close = _trained_copy([("model.norm.weight", 1, 1.0 + 2**-20)])
+    restored = apply_sparse_delta(close, tmp_path / "delta.safetensors")
+    assert torch.equal(restored.model.norm.weight, model.model.norm.weight.to(torch.bfloat16))
+
+
+def test_a_mode_or_dtype_other_than_the_saved_one_is_refused(tmp_path):
+    base, model = _trained_copy([("model.norm.weight", 0, 2.0)])
+    save_sparse_delta(model, base, tmp_path / "delta.safetensors", mode="visible")
+    with pytest.raises(ValueError, match=r"saved with mode='visible', dtype=torch.bfloat16; asked for mode='exact'"):
+        apply_sparse_delta(base, tmp_path / "delta.safetensors", mode="exact")
+    with pytest.raises(ValueError, match=r"asked for mode='visible', dtype=torch.float16"):
+        apply_sparse_delta(base, tmp_path / "delta.safetensors", dtype=torch.float16)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "lossy"}, r"`mode` must be one of \['exact', 'visible'\], got 'lossy'"),
+        ({"mode": "visible", "dtype": torch.float32}, r"`dtype` must be one of \['bfloat16', 'float16'\]"),
+        ({"mode": "exact", "dtype": torch.bfloat16}, r"`dtype` applies to mode='visible' only"),
+    ],
+)
+def test_an_unknown_mode_or_dtype_is_refused_naming_the_allowed_values(tmp_path, kwargs, message):
+    base, model = _trained_copy([])
+    with pytest.raises(ValueError, match="save_sparse_delta: " + message):
+        save_sparse_delta(model, base, tmp_path / "delta.safetensors", **kwargs)
+    with pytest.raises(ValueError, match="SparseDeltaCallback: " + message):
+        SparseDeltaCallback(**kwargs)
+    assert not (tmp_path / "delta.safetensors").exists()
+
+
+def test_an_exact_delta_of_a_mostly_changed_model_warns_with_the_fraction_and_the_fix(tmp_path):
+    base, model = _trained_copy([])
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(1.5)
+    with pytest.warns(UserWarning, match=r"exact delta is 10\d% of a full checkpoint \(100\.0% of the entries.*"
+                      r"mode='visible'"):
+        save_sparse_delta(model, base, tmp_path / "exact.safetensors")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        save_sparse_delta(model, base, tmp_path / "visible.safetensors", mode="visible")  # the fix: no warning
+        small, changed_model = _trained_copy([("model.norm.weight", 0, 2.0)])
+        save_sparse_delta(changed_model, small, tmp_path / "small.safetensors")  # a sparse exact delta: none
+
+
+def test_the_callback_warns_once_per_run(tmp_path):
+    base, model = _trained_copy([])
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(1.5)  # tied embeddings: most of the tiny model's entries
+    callback = SparseDeltaCallback(base)
+    args = SimpleNamespace(output_dir=str(tmp_path))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in (1, 2):
+            callback.on_save(args, SimpleNamespace(global_step=step, is_world_process_zero=True), None, model=model)
+    assert len(caught) == 1 and "this exact delta is" in str(caught[0].message)
+    assert (tmp_path / "checkpoint-2" / "sparse_delta.safetensors").is_file()
+
+
+def test_a_delta_written_before_modes_existed_still_loads_as_exact(tmp_path):
+    base, model = _trained_copy([("model.norm.weight", 3, 1.0 + 2**-20)])
+    index = torch.tensor([3], dtype=torch.int32)
+    metadata = {  # what hf_ext.sparse_delta/1 wrote: no mode, one fingerprint of the whole base
+        "format": "hf_ext.sparse_delta/1",
+        "base_fingerprint": state_fingerprint(base.state_dict()),
+        "changed": "1",
+        "aliases": json.dumps(split_tied(base.state_dict())[1]),
+    }
+    tensors = {"model.norm.weight::indices": index, "model.norm.weight::values": model.model.norm.weight[3:4].detach()}
+    save_file(tensors, str(tmp_path / "old.safetensors"), metadata=metadata)
+    restored = apply_sparse_delta(base, tmp_path / "old.safetensors", mode="exact")
+    assert all(torch.equal(restored.state_dict()[k], v) for k, v in model.state_dict().items())
+    with pytest.raises(ValueError, match="saved with mode='exact', dtype=None; asked for mode='visible'"):
+        apply_sparse_delta(base, tmp_path / "old.safetensors", mode="visible")

@@ -8,7 +8,7 @@ from trl import GRPOTrainer
 from hf_ext.data import arithmetic_dataset, arithmetic_reward
 from hf_ext.models import tiny_causal_lm
 from hf_ext.recipes import recipes_dir
-from hf_ext.rl import checked_reward
+from hf_ext.rl import checked_reward, grpo_delta_callback
 from hf_ext.rl.presets import COMMON_SETTINGS, LEARNING_RATES, adamw_grpo_config, grpo_preset, sgd_grpo_config
 
 
@@ -72,3 +72,8 @@ def test_preset_logs_a_nan_loss_as_nan_not_as_the_running_mean(tmp_path):
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert len(losses) == 1 and math.isnan(losses[0])
+
+
+def test_preset_delta_callback_stores_bf16_visible_deltas():
+    callback = grpo_delta_callback()
+    assert (callback.mode, callback.dtype) == ("visible", torch.bfloat16)

@@ -19,12 +19,11 @@ import importlib
 import importlib.util
 import platform
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _harness import emit, save_json
+from _harness import emit, sample_ms, save_json
 
 from hf_ext.kernels import (
     depth_smooth,
@@ -61,32 +60,6 @@ SHAPES = {
         "copy_bytes": 2**24,
     },
 }
-
-
-def sample_ms(fn: Callable[[], object], device: torch.device, repeats: int, inner: int) -> list[float]:
-    """Milliseconds per call, ``repeats`` samples of ``inner`` back-to-back calls each, after warm-up.
-
-    On CUDA the calls are queued without synchronising in between and timed with events, as
-    kernels run inside a model; on CPU with the wall clock.
-    """
-    for _ in range(3):
-        fn()
-    samples = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(inner):
-                fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / inner)
-        else:
-            begin = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            samples.append((time.perf_counter() - begin) * 1e3 / inner)
-    return samples
 
 
 class Timer:

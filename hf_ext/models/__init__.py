@@ -3,12 +3,13 @@
 from ._assets import MissingAssetError, cache_root
 from .causal_lm import CAUSAL_LMS, check_causal_lm, load_causal_lm
 from .minilm import load_minilm, minilm_path
-from .smollm2 import load_smollm2, load_smollm2_tokenizer, smollm2_path
+from .smollm2 import SMOLLM2_135M_SHAPE, load_smollm2, load_smollm2_tokenizer, smollm2_from_scratch, smollm2_path
 from .tiny import llama_from_scratch, tiny_causal_lm
 
 __all__ = [
     "CAUSAL_LMS",
     "MissingAssetError",
+    "SMOLLM2_135M_SHAPE",
     "cache_root",
     "check_causal_lm",
     "llama_from_scratch",
@@ -17,6 +18,7 @@ __all__ = [
     "load_smollm2",
     "load_smollm2_tokenizer",
     "minilm_path",
+    "smollm2_from_scratch",
     "smollm2_path",
     "tiny_causal_lm",
 ]

@@ -106,7 +106,7 @@ def main() -> None:
     plot_grouped_bars(
         {"mean cosine": {name.replace("_", " "): value["mean_cosine"] for name, value in summary.items()}},
         out / "zo_refresh.png",
-        f"MiniLM: cosine(ZO estimate, true gradient) by subspace age, rank {args.rank}",
+        f"MiniLM, rank {args.rank}: cosine with the true gradient",
         "mean cosine",
     )
     emit({"model": "all-MiniLM-L6-v2", "rank": args.rank, "batch_size": args.batch_size} | summary)

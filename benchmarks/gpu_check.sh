@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# GPU checks in one go, for a CUDA machine: the kernel tests on CUDA (no interpreter),
-# then each kernel's speed as a ratio to eager torch, then a bf16 AGZO training step on
-# SmolLM2. Run after `make install TORCH=...`; each step ends with a JSON line.
-set -euo pipefail
+# Every GPU check in one go, for a CUDA machine: the kernel tests on CUDA (no interpreter), each
+# kernel's speed against eager torch and Liger-Kernel, the token log-prob memory, AGZO and MeZO
+# bf16 training steps, GradientSmoothing's step time and the packed 1-bit model's forward.
+# Writes one JSON file of all results (default outputs/gpu_check.json; set GPU_CHECK_OUTPUT to change it).
+#
+# On a machine whose torch (with CUDA) and Triton are already installed:
+#   pip install --no-deps -e .
+#   pip install accelerate datasets peft matplotlib pytest psutil liger-kernel   # whichever are missing
+#   make gpu-check PYTHON_BIN=python        # or: bash benchmarks/gpu_check.sh
+# After `make install TORCH=...` it uses .venv/bin/python.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-VENV=${VENV:-.venv}
+PY=${PYTHON_BIN:-}
+if [ -z "$PY" ]; then
+  if [ -x "${VENV:-.venv}/bin/python" ]; then PY="${VENV:-.venv}/bin/python"; else PY=python3; fi
+fi
 unset TRITON_INTERPRET
 export HF_HUB_OFFLINE=1
-"$VENV/bin/python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu_check.sh: no CUDA device')"
-"$VENV/bin/pytest" -q tests/kernels
-"$VENV/bin/python" benchmarks/kernel_speed.py --dtype float32
-"$VENV/bin/python" benchmarks/kernel_speed.py --dtype bfloat16
-"$VENV/bin/python" benchmarks/token_logprobs_memory.py --repeats 1
-"$VENV/bin/python" benchmarks/zo_bf16_step.py
+exec "$PY" benchmarks/gpu_check.py --output "${GPU_CHECK_OUTPUT:-outputs/gpu_check.json}" "$@"

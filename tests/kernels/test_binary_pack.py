@@ -12,6 +12,7 @@ from hf_ext.kernels import (
     unpack_signs,
     unpack_signs_reference,
 )
+from hf_ext.kernels.binary_pack import matmul_config
 from hf_ext.kernels.testing import assert_close_to_reference, kernel_device
 
 # Signs are exact in every dtype; only ``x * col_scale`` is rounded to x's dtype before the fp32 accumulation.
@@ -87,6 +88,29 @@ def test_matmul_matches_linear_with_the_dense_weight(kernel_path, x_shape, out_f
     assert out.shape == (*x_shape[:-1], out_features) and out.dtype == x.dtype
     expected = _dense_linear(x, weight, row_scale, col_scale, bias)
     assert_close_to_reference(out, expected, **TOLERANCES[torch.float32])
+
+
+@pytest.mark.parametrize(("rows", "in_features", "splits"), [(3, 600, 3), (16, 521, 3), (17, 600, 1)])
+def test_decode_rows_split_k_and_prefill_rows_do_not(kernel_path, rows, in_features, splits):
+    """At most 16 rows of x take the GEMV-like tiling, split over k; the splits' partial sums add up."""
+    assert matmul_config(rows, 20, in_features, torch.device("cpu"))[-1] == splits  # one SM counted on CPU
+    pack, matmul = kernel_path(pack_signs), kernel_path(packed_binary_matmul)
+    for dtype in (torch.float32, torch.float16):
+        x, weight, row_scale, col_scale, bias = _linear_inputs((rows, in_features), 20)
+        out = matmul(x.to(dtype), pack(weight), row_scale, col_scale, bias)
+        assert out.dtype == dtype
+        expected = _dense_linear(x.to(dtype), weight, row_scale, col_scale, bias)
+        # sums of ~600 unit-sized terms (results of size ~25): fp32 rounding reaches a few 1e-5
+        tolerance = TOLERANCES[dtype] | {"atol": max(1e-4, TOLERANCES[dtype]["atol"])}
+        assert_close_to_reference(out.float(), expected, **tolerance)
+
+
+def test_decode_config_gives_every_sm_programs_and_prefill_one_tile_each():
+    # The CPU counts as one SM (4 programs wanted). SmolLM2-135M's up-projection at decode: 24 column tiles, no split.
+    assert matmul_config(1, 1536, 576, torch.device("cpu")) == (16, 64, 256, 768, 1)
+    # One column tile and 16 k tiles: 4 splits of 4 tiles each.
+    assert matmul_config(16, 64, 4096, torch.device("cpu"))[-2:] == (1024, 4)
+    assert matmul_config(2048, 11008, 4096, torch.device("cpu"))[-1] == 1
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])

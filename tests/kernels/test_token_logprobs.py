@@ -60,6 +60,42 @@ def test_half_precision_logits_are_reduced_in_fp32(kernel_path, dtype):
     assert_close_to_reference(fused_in.grad.float(), eager_in.grad.float(), **GRAD_TOLERANCES[dtype])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["float32", "float16"])
+def test_overwrite_logits_gives_the_same_values_and_gradients_in_the_logits_memory(kernel_path, dtype):
+    logits, labels = _inputs(dtype=dtype)
+    leaf, eager_in = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    scores = leaf * 1  # a non-leaf, like a model's logits; its gradient flows on to ``leaf``
+    memory = scores.data_ptr()
+    fused = kernel_path(token_logprobs)(scores, labels, chunk_size=512, overwrite_logits=True)
+    eager = _eager(eager_in, labels)
+    assert_close_to_reference(fused, eager, **TOLERANCES[dtype])
+    weights = torch.randn_like(eager)
+    (fused * weights).sum().backward()
+    (eager * weights).sum().backward()
+    assert_close_to_reference(leaf.grad.float(), eager_in.grad.float(), **GRAD_TOLERANCES[dtype])
+    # The gradient was built in the logits' own buffer: the logits now hold d(sum w * logprob) / d logits.
+    assert scores.data_ptr() == memory
+    assert_close_to_reference(scores.detach().float(), eager_in.grad.float(), **GRAD_TOLERANCES[dtype])
+
+
+def test_overwrite_logits_keeps_the_logits_without_a_gradient(kernel_path):
+    logits, labels = _inputs()
+    original = logits.clone()
+    with torch.no_grad():
+        kernel_path(token_logprobs)(logits.requires_grad_(), labels, overwrite_logits=True)
+    assert torch.equal(logits.detach(), original)
+    kernel_path(token_logprobs)(logits.detach(), labels, overwrite_logits=True)
+    assert torch.equal(logits.detach(), original)
+
+
+def test_overwrite_logits_refuses_logits_another_operation_saved(kernel_path):
+    leaf = _inputs()[0].requires_grad_()
+    logits, labels = leaf.exp(), _inputs()[1]  # exp saves its output for its backward
+    fused = kernel_path(token_logprobs)(logits, labels, overwrite_logits=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        fused.sum().backward()
+
+
 def test_dispatch_uses_the_reference_on_cpu_and_keeps_leading_dimensions():
     logits, labels = (t.cpu() for t in _inputs(shape=(2, 3, 4)))
     assert token_logprobs(logits, labels).shape == (2, 3, 4)

@@ -1,3 +1,4 @@
+import importlib.util
 import time
 
 import pytest
@@ -8,6 +9,7 @@ from hf_ext.models import (
     load_minilm,
     load_smollm2,
     load_smollm2_tokenizer,
+    smollm2_from_scratch,
     smollm2_path,
     tiny_causal_lm,
 )
@@ -72,3 +74,12 @@ def test_smollm2_converts_once_then_loads_from_cache_and_generates(tmp_path, mon
     output = model.generate(**batch, max_new_tokens=12, do_sample=False)
     answer = tokenizer.decode(output[0, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "Paris" in answer
+
+
+def test_smollm2_from_scratch_has_smollm2_135m_shape_without_the_asset_package(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)  # no package is installed
+    with torch.device("meta"):  # the shapes without spending seconds on initialising 135M weights
+        model = smollm2_from_scratch(dtype=torch.bfloat16)
+    assert model.dtype == torch.bfloat16
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008  # SmolLM2-135M's count (tied embeddings)
+    assert model.config.num_hidden_layers == 30 and model.config.num_key_value_heads == 3

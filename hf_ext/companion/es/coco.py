@@ -120,7 +120,7 @@ def run_one(
     problem.observe_with(observer)
     budget = budget_multiplier * dimension
     lower, upper = float(problem.lower_bounds[0]), float(problem.upper_bounds[0])
-    evaluations = solve(method, problem, problem.initial_solution, budget, lower, upper, seed)
+    evaluations = solve(method, problem, problem.initial_solution, budget, lower, upper, seed)["evaluations"]
     problem.free()
     del observer, suite
     trajectory = read_trajectory(folder)

@@ -29,10 +29,10 @@ class ESConfig:
     )
     replicates: int = field(default=64, metadata={"help": "Bootstrap replicates B of the ranking (>= 1)."})
     band: int = field(
-        default=2, metadata={"help": "Re-evaluate the candidates ranked within `band` of the elite boundary mu (>= 0)."}
+        default=1, metadata={"help": "Re-evaluate the candidates ranked within `band` of the elite boundary mu (>= 0)."}
     )
     max_reevaluations: int = field(
-        default=4, metadata={"help": "Cap on the extra evaluations per generation (>= 0): the bootstrap's overhead."}
+        default=2, metadata={"help": "Cap on the extra evaluations per generation (>= 0): the bootstrap's overhead."}
     )
     pool_size: int = field(
         default=200, metadata={"help": "Residuals kept (the latest) to fit the noise model s0 + s1 |f| (>= 2)."}

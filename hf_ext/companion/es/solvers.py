@@ -42,8 +42,10 @@ class Budgeted:
         return float(self.function(np.asarray(x, dtype=float)))
 
 
-def solve(method: str, function, x0, budget: int, lower: float, upper: float, seed: int, **es_fields) -> int:
-    """Minimise ``function`` with ``method`` (one of :data:`METHODS`) for ``budget`` evaluations; returns those spent.
+def solve(method: str, function, x0, budget: int, lower: float, upper: float, seed: int, **es_fields) -> dict:
+    """Minimise ``function`` with ``method`` (one of :data:`METHODS`) for ``budget`` evaluations.
+
+    Returns the evaluations spent and the recommendation ``x`` (the last run's mean, as pycma's ``xfavorite``).
 
     ``es_fields`` override :class:`ESConfig` fields of our methods (RB-PEM's band and cap, say).
     """
@@ -51,20 +53,21 @@ def solve(method: str, function, x0, budget: int, lower: float, upper: float, se
         raise ValueError(f"solve: `method` must be one of {list(METHODS)}, got {method!r}")
     budgeted = Budgeted(function, budget)
     sigma0 = 0.2 * (upper - lower) if math.isfinite(upper - lower) else 2.0
+    recommendation = {"x": np.asarray(x0, dtype=float)}  # updated in place as the method runs
     try:
         if method in OURS:
             config = ESConfig(
                 **OURS[method] | es_fields, sigma0=sigma0, lower=lower, upper=upper, max_evaluations=budget, seed=seed
             )
-            minimize(budgeted, x0, config)
+            recommendation["x"] = minimize(budgeted, x0, config)["xfavorite"]
         else:
-            _pycma(budgeted, x0, sigma0, lower, upper, seed, noise_handler=method == "pycma_noise")
+            _pycma(budgeted, x0, sigma0, lower, upper, seed, method == "pycma_noise", recommendation)
     except BudgetExhausted:
         pass
-    return budgeted.evaluations
+    return {"evaluations": budgeted.evaluations, "x": np.asarray(recommendation["x"], dtype=float)}
 
 
-def _pycma(function: Budgeted, x0, sigma0: float, lower: float, upper: float, seed: int, noise_handler: bool) -> None:
+def _pycma(function: Budgeted, x0, sigma0, lower, upper, seed: int, noise_handler: bool, recommendation: dict) -> None:
     """pycma's CMA-ES (restarted while budget remains); with ``noise_handler``, UH-CMA-ES as pycma's docs show."""
     import cma
 
@@ -81,6 +84,7 @@ def _pycma(function: Budgeted, x0, sigma0: float, lower: float, upper: float, se
             else:
                 X, values = es.ask_and_eval(function, evaluations=handler.evaluations)
             es.tell(X, _worst_for_nan(values))
+            recommendation["x"] = es.result.xfavorite
             if handler is not None:
                 es.sigma *= handler(X, values, function, es.ask)
         x0 = rng.uniform(lower, upper, size=x0.size) if math.isfinite(upper - lower) else x0

@@ -35,7 +35,7 @@ class ESConfig:
         default=2, metadata={"help": "Cap on the extra evaluations per generation (>= 0): the bootstrap's overhead."}
     )
     pool_size: int = field(
-        default=200, metadata={"help": "Residuals kept (the latest) to fit the noise model s0 + s1 |f| (>= 2)."}
+        default=40, metadata={"help": "Residuals kept (the latest) to fit the noise model s0 + s1 |f| (>= 2)."}
     )
     switch_threshold: float = field(
         default=0.1,

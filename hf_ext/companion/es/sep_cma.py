@@ -90,19 +90,25 @@ class SepCMAES:
         self._update(self.scheme(_finite(evaluations), self.base))
 
     def _update(self, weights: np.ndarray) -> None:
-        """One sep-CMA-ES step with the scheme's weights (sum 1) on the current population."""
+        """One sep-CMA-ES step with the scheme's weights (sum 1) on the current population.
+
+        The paths are normalised by these weights' own ``1 / sum w^2`` (``mu_eff`` for hard weights): expected
+        weights spread over more candidates, and with ``mu_eff`` the step-size path would read that smaller
+        dispersion as short steps and shrink sigma even under random selection.
+        """
         y = (self._population - self.mean) / self.sigma
         y_w = weights @ y
+        mu_w = 1 / (weights**2).sum()
         self.mean = self.mean + self.sigma * y_w
         self.p_sigma = (1 - self.c_sigma) * self.p_sigma + np.sqrt(
-            self.c_sigma * (2 - self.c_sigma) * self.mu_eff
+            self.c_sigma * (2 - self.c_sigma) * mu_w
         ) * y_w / np.sqrt(self.diag)
         norm = np.linalg.norm(self.p_sigma)
         h_sigma = (
             norm / np.sqrt(1 - (1 - self.c_sigma) ** (2 * (self.generation + 1)))
             < (1.4 + 2 / (self.n + 1)) * self.chi_n
         )
-        self.p_c = (1 - self.c_c) * self.p_c + h_sigma * np.sqrt(self.c_c * (2 - self.c_c) * self.mu_eff) * y_w
+        self.p_c = (1 - self.c_c) * self.p_c + h_sigma * np.sqrt(self.c_c * (2 - self.c_c) * mu_w) * y_w
         lost = (1 - h_sigma) * self.c1 * self.c_c * (2 - self.c_c)
         self.diag = (1 - self.c1 - self.c_mu + lost) * self.diag + self.c1 * self.p_c**2 + self.c_mu * (weights @ y**2)
         self.sigma *= np.exp(self.c_sigma / self.d_sigma * (norm / self.chi_n - 1))

@@ -5,10 +5,15 @@ inside a generation, which pycma's ``tell`` does not expose. Constants: Hansen's
 diagonal learning rates scaled by (n + 2) / 3 (Ros & Hansen 2008).
 """
 
+import copy
+
 import numpy as np
 
 from .config import ESConfig
 from .weights import LogWeights, ProbeAndSwitch, ResidualBootstrapPEM, WeightScheme, log_weights
+
+# What a run between generations is, besides its config: restored by ``load_state_dict``.
+_STATE = ("mean", "sigma", "diag", "p_sigma", "p_c", "generation", "evaluations", "best_x", "best_f")
 
 
 def make_weight_scheme(config: ESConfig) -> WeightScheme:
@@ -125,6 +130,21 @@ class SepCMAES:
         if not np.isfinite(self.sigma) or self.diag.max() > 1e14 * self.diag.min():
             reasons["conditioncov"] = 1e14
         return reasons
+
+    def state_dict(self) -> dict:
+        """The run's state between generations (paths, step size, counters, generators, the scheme's pool)."""
+        if self._population is not None:
+            raise ValueError("SepCMAES.state_dict: call it between generations, after the tell that completes one")
+        state = {name: copy.deepcopy(getattr(self, name)) for name in _STATE}
+        return state | {"rng": self.rng.bit_generator.state, "scheme": copy.deepcopy(vars(self.scheme))}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue the run ``state_dict`` saved (this ES must have been built with the same config)."""
+        for name in _STATE:
+            setattr(self, name, copy.deepcopy(state[name]))
+        self.rng.bit_generator.state = state["rng"]
+        vars(self.scheme).update(copy.deepcopy(state["scheme"]))
+        self._population = None
 
     @property
     def result(self) -> dict:

@@ -59,4 +59,3 @@ def test_resume_skips_completed_runs_and_redoes_cut_off_ones(tmp_path):
 def test_refuses_bad_settings(tmp_path, fields, message):
     with pytest.raises(ValueError, match=message):
         _config(tmp_path, **fields)
-

@@ -114,3 +114,30 @@ def test_ipop_restarts_double_the_population():
 def test_config_refuses_bad_values(fields, message):
     with pytest.raises(ValueError, match=message):
         ESConfig(**fields)
+
+
+@pytest.mark.parametrize("weights", ["rb_pem", "probe_switch"])
+def test_state_dict_round_trip_continues_the_same_run(weights):
+    def noisy(rng):
+        return lambda x: sphere(x) * (1 + 0.3 * rng.standard_normal())
+
+    def generations(es, function, count):
+        for _ in range(count):
+            start = es.generation
+            while es.generation == start:
+                X = es.ask()
+                es.tell(X, [function(x) for x in X])
+
+    config = ESConfig(weights=weights, seed=3)
+    original = SepCMAES(np.ones(4), config)
+    generations(original, noisy(np.random.default_rng(0)), 5)
+    state = original.state_dict()
+    resumed = SepCMAES(np.zeros(4), config)
+    resumed.load_state_dict(state)
+    generations(original, noisy(np.random.default_rng(1)), 5)
+    generations(resumed, noisy(np.random.default_rng(1)), 5)
+    np.testing.assert_array_equal(resumed.mean, original.mean)
+    assert resumed.sigma == original.sigma and resumed.evaluations == original.evaluations
+    original.ask()
+    with pytest.raises(ValueError, match="between generations"):
+        original.state_dict()

@@ -1,4 +1,5 @@
 """Companion methods of the same family: Bayesian optimization and combinatorial search, driven from recipes.
 
-Nothing here imports transformers: ``bo`` needs the ``[bo]`` extra (BoTorch).
+Nothing here imports transformers: ``bo`` needs the ``[bo]`` extra (BoTorch); ``es`` (evolution strategies) needs
+only numpy, and the ``[es]`` extra for COCO and the pycma baselines.
 """

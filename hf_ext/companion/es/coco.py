@@ -1,0 +1,166 @@
+"""Run the ES methods on COCO's bbob-noisy (f101-f130) through ``cocoex``, writing COCO's standard result folders.
+
+Each (method, budget, function, instance) run gets its own observer folder
+``<result_folder>/<method>_<k>D/f<fff>_i<ii>_d<D>/`` (what ``cocopp`` reads), and one line in
+``<result_folder>/index.jsonl`` once complete: a rerun skips the runs listed there and redoes a run that was
+cut off (its folder is removed first, since cocoex would otherwise write to a renamed copy).
+"""
+
+import json
+import logging
+import shutil
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from hf_ext._validation import check_finite_fields
+
+from .solvers import METHODS, solve
+
+logger = logging.getLogger(__name__)
+
+DIMENSIONS = (2, 3, 5, 10, 20, 40)
+FUNCTIONS = tuple(range(101, 131))
+INSTANCES = tuple(range(1, 16))
+INDEX = "index.jsonl"
+
+
+@dataclass
+class CocoConfig:
+    """Which bbob-noisy runs :func:`run_coco` makes, and where it writes them."""
+
+    methods: list[str] = field(
+        default_factory=lambda: ["rb_pem", "sep_cma"], metadata={"help": f"Any of {list(METHODS)}."}
+    )
+    functions: list[int] = field(
+        default_factory=lambda: list(FUNCTIONS), metadata={"help": "bbob-noisy functions, 101-130."}
+    )
+    instances: list[int] = field(default_factory=lambda: [1, 2, 3], metadata={"help": "Instances, 1-15."})
+    dimension: int = field(default=10, metadata={"help": f"Search-space dimension D, one of {list(DIMENSIONS)}."})
+    budget_multipliers: list[int] = field(
+        default_factory=lambda: [100], metadata={"help": "Budgets in evaluations per dimension (k D each, k >= 1)."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seeds every method's randomness (the same for all methods)."})
+    result_folder: str = field(default="outputs/pem/coco", metadata={"help": "Where COCO's folders and the index go."})
+    workers: int = field(default=2, metadata={"help": "Runs in parallel over (function, instance) (processes, >= 1)."})
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        owner = type(self).__name__
+        for name, allowed in (("methods", METHODS), ("functions", FUNCTIONS), ("instances", INSTANCES)):
+            chosen = getattr(self, name)
+            if not chosen or any(value not in allowed for value in chosen):
+                shown = list(allowed) if name == "methods" else f"{allowed[0]}..{allowed[-1]}"
+                raise ValueError(f"{owner}: `{name}` must be a non-empty list from {shown}, got {chosen}")
+        if self.dimension not in DIMENSIONS:
+            raise ValueError(
+                f"{owner}: `dimension` must be one of {list(DIMENSIONS)} (bbob-noisy's), got {self.dimension}"
+            )
+        if not self.budget_multipliers or any(not isinstance(k, int) or k < 1 for k in self.budget_multipliers):
+            raise ValueError(
+                f"{owner}: `budget_multipliers` must be a non-empty list of integers >= 1 (budget = k D evaluations), "
+                f"got {self.budget_multipliers}"
+            )
+        if not isinstance(self.workers, int) or self.workers < 1:
+            raise ValueError(f"{owner}: `workers` must be an integer >= 1, got {self.workers!r}")
+
+
+def _key(record: dict) -> tuple:
+    return tuple(record[name] for name in ("method", "budget_multiplier", "function", "instance", "dimension", "seed"))
+
+
+def read_index(result_folder: str | Path) -> list[dict]:
+    """The completed runs listed in ``index.jsonl`` (a torn last line, from a killed run, is dropped with a warning)."""
+    path = Path(result_folder) / INDEX
+    if not path.exists():
+        return []
+    records = []
+    lines = path.read_text().splitlines()
+    for number, line in enumerate(lines, 1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines):
+                raise ValueError(f"{path}: line {number} is not JSON; the index is corrupt") from None
+            logger.warning("%s: dropped its torn last line (a run cut off while writing)", path)
+    return records
+
+
+def run_folder(
+    result_folder: str | Path, method: str, budget_multiplier: int, function: int, instance: int, dimension: int
+) -> Path:
+    """The observer folder of one run."""
+    return Path(result_folder) / f"{method}_{budget_multiplier}D" / f"f{function}_i{instance:02d}_d{dimension}"
+
+
+def read_trajectory(folder: Path) -> list[list]:
+    """(evaluations, best noise-free f - f_opt so far) from the run's COCO ``.dat`` file, in order."""
+    (dat,) = folder.rglob("*.dat")
+    rows = [line.split() for line in dat.read_text().splitlines() if line and not line.startswith("%")]
+    return [[int(row[0]), float(row[2])] for row in rows]
+
+
+def run_one(
+    method: str, budget_multiplier: int, function: int, instance: int, dimension: int, seed: int, result_folder: str
+) -> dict:
+    """One observed run; returns its index record (the trajectory of the best noise-free value included)."""
+    import cocoex
+
+    cocoex.log_level("warning")
+    folder = run_folder(result_folder, method, budget_multiplier, function, instance, dimension)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    suite = cocoex.Suite("bbob-noisy", "", "")  # kept referenced while its problem is in use
+    problem = suite.get_problem_by_function_dimension_instance(function, dimension, instance)
+    observer = cocoex.Observer(
+        "bbob-noisy", f"result_folder: {folder.name} outer_folder: {folder.parent} algorithm_name: {method}"
+    )
+    problem.observe_with(observer)
+    budget = budget_multiplier * dimension
+    lower, upper = float(problem.lower_bounds[0]), float(problem.upper_bounds[0])
+    evaluations = solve(method, problem, problem.initial_solution, budget, lower, upper, seed)["evaluations"]
+    problem.free()
+    del observer, suite
+    trajectory = read_trajectory(folder)
+    return {
+        "method": method,
+        "budget_multiplier": budget_multiplier,
+        "function": function,
+        "instance": instance,
+        "dimension": dimension,
+        "seed": seed,
+        "evaluations": evaluations,
+        "final": trajectory[-1][1],
+        "trajectory": trajectory,
+    }
+
+
+def run_coco(config: CocoConfig) -> list[dict]:
+    """Every (method, budget, function, instance) run not yet in the index, ``config.workers`` at a time.
+
+    Returns the records of all the configured runs, the ones done before included.
+    """
+    out = Path(config.result_folder)
+    out.mkdir(parents=True, exist_ok=True)
+    done = {_key(record): record for record in read_index(out)}
+    (out / INDEX).write_text("".join(json.dumps(record) + "\n" for record in done.values()))  # without a torn line
+    wanted = [
+        (method, k, function, instance, config.dimension, config.seed)
+        for method in config.methods
+        for k in config.budget_multipliers
+        for function in config.functions
+        for instance in config.instances
+    ]
+    todo = [job for job in wanted if job not in done]
+    with tqdm(total=len(wanted), initial=len(wanted) - len(todo), desc="bbob-noisy", unit="run") as bar:
+        with (out / INDEX).open("a") as index, ProcessPoolExecutor(config.workers) as pool:
+            futures = [pool.submit(run_one, *job, str(out)) for job in todo]
+            for future in as_completed(futures):
+                record = future.result()
+                index.write(json.dumps(record) + "\n")
+                index.flush()
+                done[_key(record)] = record
+                bar.update()
+    return [done[job] for job in wanted]

@@ -1,0 +1,168 @@
+"""sep-CMA-ES (diagonal covariance, CSA step size) with pluggable recombination weights, in pycma's ask/tell form.
+
+Our own numpy ES rather than pycma's: PEM changes the recombination weights and spends re-evaluations
+inside a generation, which pycma's ``tell`` does not expose. Constants: Hansen's CMA tutorial, with the
+diagonal learning rates scaled by (n + 2) / 3 (Ros & Hansen 2008).
+"""
+
+import copy
+
+import numpy as np
+
+from .config import ESConfig
+from .weights import LogWeights, ProbeAndSwitch, ResidualBootstrapPEM, WeightScheme, log_weights
+
+# What a run between generations is, besides its config: restored by ``load_state_dict``.
+_STATE = ("mean", "sigma", "diag", "p_sigma", "p_c", "generation", "evaluations", "best_x", "best_f")
+
+
+def make_weight_scheme(config: ESConfig) -> WeightScheme:
+    """The scheme ``config.weights`` names, built from its fields."""
+    if config.weights == "log":
+        return LogWeights()
+    pem = ResidualBootstrapPEM(
+        config.replicates, config.band, config.max_reevaluations, config.pool_size, seed=config.seed + 1
+    )
+    return pem if config.weights == "rb_pem" else ProbeAndSwitch(pem, config.switch_threshold, config.probe_interval)
+
+
+class SepCMAES:
+    """Minimise in a box: ``while not es.stop(): X = es.ask(); es.tell(X, [f(x) for x in X])``.
+
+    An ``ask`` returns either a new population (each candidate ``resamples`` times) or, when the weight
+    scheme wants them, the candidates to re-evaluate; the generation's update happens at the ``tell`` that
+    completes it, so every evaluation, re-evaluations included, passes through ask/tell and is counted.
+    """
+
+    def __init__(self, x0, config: ESConfig, weight_scheme: WeightScheme | None = None):
+        self.config = config
+        self.mean = np.clip(np.asarray(x0, dtype=float), config.lower, config.upper)
+        n = self.n = self.mean.size
+        self.popsize = config.popsize or 4 + int(3 * np.log(n))
+        self.base = log_weights(self.popsize)
+        self.mu_eff = 1 / (self.base**2).sum()
+        mu_eff = self.mu_eff
+        self.c_sigma = (mu_eff + 2) / (n + mu_eff + 5)
+        self.d_sigma = 1 + 2 * max(0.0, np.sqrt((mu_eff - 1) / (n + 1)) - 1) + self.c_sigma
+        self.c_c = (4 + mu_eff / n) / (n + 4 + 2 * mu_eff / n)
+        c1 = 2 / ((n + 1.3) ** 2 + mu_eff)
+        c_mu = 2 * (mu_eff - 2 + 1 / mu_eff) / ((n + 2) ** 2 + mu_eff)
+        scale = (n + 2) / 3  # the diagonal has n, not n^2, entries to learn
+        self.c1 = min(1.0, c1 * scale)
+        self.c_mu = min(1 - self.c1, c_mu * scale)
+        self.chi_n = np.sqrt(n) * (1 - 1 / (4 * n) + 1 / (21 * n**2))
+        self.sigma = config.sigma0
+        self.diag = np.ones(n)  # diagonal of C
+        self.p_sigma, self.p_c = np.zeros(n), np.zeros(n)
+        self.rng = np.random.default_rng(config.seed)
+        self.scheme = weight_scheme or make_weight_scheme(config)
+        self.generation = 0
+        self.evaluations = 0
+        self.best_x, self.best_f = self.mean.copy(), np.inf
+        self._population: np.ndarray | None = None
+        self._values: list[list[float]] = []
+        self._rows = np.empty(0, dtype=int)  # candidate index of each row of the last ask
+
+    def ask(self) -> np.ndarray:
+        """The rows to evaluate next (a new population, or re-evaluations of the current one)."""
+        if self._population is None:
+            z = self.rng.standard_normal((self.popsize, self.n))
+            self._population = np.clip(
+                self.mean + self.sigma * np.sqrt(self.diag) * z, self.config.lower, self.config.upper
+            )
+            self._values = [[] for _ in range(self.popsize)]
+            self._rows = np.repeat(np.arange(self.popsize), self.config.resamples)
+        return self._population[self._rows].copy()
+
+    def tell(self, candidates, values) -> None:
+        """Record the values of the rows of the last ``ask``; NaN counts as the worst value (+inf)."""
+        values = np.asarray(values, dtype=float).reshape(-1)
+        if self._population is None or values.size != self._rows.size:
+            raise ValueError(f"SepCMAES.tell: expected {self._rows.size} values for the last ask, got {values.size}")
+        values = np.where(np.isnan(values), np.inf, values)
+        self.evaluations += values.size
+        for row, value in zip(self._rows, values, strict=True):
+            self._values[row].append(value)
+            if value < self.best_f:
+                self.best_f, self.best_x = value, self._population[row].copy()
+        evaluations = [np.array(v) for v in self._values]
+        if self._rows.size == self.popsize * self.config.resamples:  # the population's first evaluations
+            means = np.array([e.mean() for e in evaluations])
+            again = self.scheme.reevaluate(means, self.base)
+            if again.size:
+                self._rows = np.asarray(again, dtype=int)
+                return
+        self._update(self.scheme(_finite(evaluations), self.base))
+
+    def _update(self, weights: np.ndarray) -> None:
+        """One sep-CMA-ES step with the scheme's weights (sum 1) on the current population.
+
+        The paths are normalised by these weights' own ``1 / sum w^2`` (``mu_eff`` for hard weights): expected
+        weights spread over more candidates, and with ``mu_eff`` the step-size path would read that smaller
+        dispersion as short steps and shrink sigma even under random selection.
+        """
+        y = (self._population - self.mean) / self.sigma
+        y_w = weights @ y
+        mu_w = 1 / (weights**2).sum()
+        self.mean = self.mean + self.sigma * y_w
+        self.p_sigma = (1 - self.c_sigma) * self.p_sigma + np.sqrt(
+            self.c_sigma * (2 - self.c_sigma) * mu_w
+        ) * y_w / np.sqrt(self.diag)
+        norm = np.linalg.norm(self.p_sigma)
+        h_sigma = (
+            norm / np.sqrt(1 - (1 - self.c_sigma) ** (2 * (self.generation + 1)))
+            < (1.4 + 2 / (self.n + 1)) * self.chi_n
+        )
+        self.p_c = (1 - self.c_c) * self.p_c + h_sigma * np.sqrt(self.c_c * (2 - self.c_c) * mu_w) * y_w
+        lost = (1 - h_sigma) * self.c1 * self.c_c * (2 - self.c_c)
+        self.diag = (1 - self.c1 - self.c_mu + lost) * self.diag + self.c1 * self.p_c**2 + self.c_mu * (weights @ y**2)
+        self.sigma *= np.exp(self.c_sigma / self.d_sigma * (norm / self.chi_n - 1))
+        self.generation += 1
+        self._population = None
+
+    def stop(self) -> dict[str, float]:
+        """The stopping criteria met (empty while running), as pycma's ``stop()``."""
+        reasons = {}
+        if self.config.max_evaluations is not None and self.evaluations >= self.config.max_evaluations:
+            reasons["maxfevals"] = self.config.max_evaluations
+        if self.sigma * np.sqrt(self.diag.max()) < self.config.tolx:
+            reasons["tolx"] = self.config.tolx
+        if not np.isfinite(self.sigma) or self.diag.max() > 1e14 * self.diag.min():
+            reasons["conditioncov"] = 1e14
+        return reasons
+
+    def state_dict(self) -> dict:
+        """The run's state between generations (paths, step size, counters, generators, the scheme's pool)."""
+        if self._population is not None:
+            raise ValueError("SepCMAES.state_dict: call it between generations, after the tell that completes one")
+        state = {name: copy.deepcopy(getattr(self, name)) for name in _STATE}
+        return state | {"rng": self.rng.bit_generator.state, "scheme": copy.deepcopy(vars(self.scheme))}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue the run ``state_dict`` saved (this ES must have been built with the same config)."""
+        for name in _STATE:
+            setattr(self, name, copy.deepcopy(state[name]))
+        self.rng.bit_generator.state = state["rng"]
+        vars(self.scheme).update(copy.deepcopy(state["scheme"]))
+        self._population = None
+
+    @property
+    def result(self) -> dict:
+        """Best evaluated point and value, the current mean, evaluations and generations (pycma's ``result``)."""
+        return {
+            "xbest": self.best_x,
+            "fbest": self.best_f,
+            "xfavorite": self.mean.copy(),
+            "evaluations": self.evaluations,
+            "iterations": self.generation,
+            "stds": self.sigma * np.sqrt(self.diag),
+        }
+
+
+def _finite(evaluations: list[np.ndarray]) -> list[np.ndarray]:
+    """+inf (a NaN or infinite evaluation) replaced by the worst finite value seen plus a margin, so ranks and the
+    bootstrap's noise model stay finite; a generation with no finite value keeps equal worst values."""
+    finite = np.concatenate(evaluations)
+    finite = finite[np.isfinite(finite)]
+    worst = finite.max() + 1 + abs(finite.max()) if finite.size else 0.0
+    return [np.where(np.isfinite(e), e, worst) for e in evaluations]

@@ -1,0 +1,99 @@
+"""Every method the benchmarks compare, as ``solve(function, x0, budget, lower, upper, seed)``.
+
+Ours (sep-CMA-ES with log weights, RB-PEM, probe-and-switch, resampling k) and pycma's CMA-ES with and
+without its ``NoiseHandler`` (UH-CMA-ES) spend the same budget, counted in evaluations, re-evaluations
+included: ``function`` raises :class:`BudgetExhausted` at the first evaluation past it.
+"""
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from .config import ESConfig
+from .restarts import minimize
+
+OURS = {
+    "sep_cma": {"weights": "log"},
+    "rb_pem": {"weights": "rb_pem"},
+    "probe_switch": {"weights": "probe_switch"},
+    "resample_2": {"weights": "log", "resamples": 2},
+    "resample_5": {"weights": "log", "resamples": 5},
+    "resample_10": {"weights": "log", "resamples": 10},
+}
+PYCMA = ("pycma", "pycma_noise")
+METHODS = (*OURS, *PYCMA)
+
+
+class BudgetExhausted(Exception):
+    """Raised by :class:`Budgeted` at the first evaluation past the budget."""
+
+
+class Budgeted:
+    """``function`` that counts its evaluations and refuses any past ``budget``."""
+
+    def __init__(self, function: Callable[[np.ndarray], float], budget: int):
+        self.function, self.budget, self.evaluations = function, budget, 0
+
+    def __call__(self, x) -> float:
+        if self.evaluations >= self.budget:
+            raise BudgetExhausted(self.budget)
+        self.evaluations += 1
+        return float(self.function(np.asarray(x, dtype=float)))
+
+
+def solve(method: str, function, x0, budget: int, lower: float, upper: float, seed: int, **es_fields) -> dict:
+    """Minimise ``function`` with ``method`` (one of :data:`METHODS`) for ``budget`` evaluations.
+
+    Returns the evaluations spent and the recommendation ``x`` (the last run's mean, as pycma's ``xfavorite``).
+
+    ``es_fields`` override :class:`ESConfig` fields of our methods (RB-PEM's band and cap, say).
+    """
+    if method not in METHODS:
+        raise ValueError(f"solve: `method` must be one of {list(METHODS)}, got {method!r}")
+    budgeted = Budgeted(function, budget)
+    sigma0 = 0.2 * (upper - lower) if math.isfinite(upper - lower) else 2.0
+    recommendation = {"x": np.asarray(x0, dtype=float)}  # updated in place as the method runs
+    try:
+        if method in OURS:
+            config = ESConfig(
+                **OURS[method] | es_fields, sigma0=sigma0, lower=lower, upper=upper, max_evaluations=budget, seed=seed
+            )
+            recommendation["x"] = minimize(budgeted, x0, config)["xfavorite"]
+        else:
+            _pycma(budgeted, x0, sigma0, lower, upper, seed, method == "pycma_noise", recommendation)
+    except BudgetExhausted:
+        pass
+    return {"evaluations": budgeted.evaluations, "x": np.asarray(recommendation["x"], dtype=float)}
+
+
+def _pycma(function: Budgeted, x0, sigma0, lower, upper, seed: int, noise_handler: bool, recommendation: dict) -> None:
+    """pycma's CMA-ES (restarted while budget remains); with ``noise_handler``, UH-CMA-ES as pycma's docs show."""
+    import cma
+
+    x0 = np.asarray(x0, dtype=float)
+    rng = np.random.default_rng(seed)
+    while True:
+        options = {"bounds": [lower, upper], "seed": int(rng.integers(1, 2**31)), "verbose": -9}
+        es = cma.CMAEvolutionStrategy(x0, sigma0, options)
+        handler = cma.NoiseHandler(es.N, maxevals=[1, 1, 30]) if noise_handler else None
+        while not es.stop():
+            if handler is None:
+                X = es.ask()
+                values = [function(x) for x in X]
+            else:
+                X, values = es.ask_and_eval(function, evaluations=handler.evaluations)
+            es.tell(X, _worst_for_nan(values))
+            recommendation["x"] = es.result.xfavorite
+            if handler is not None:
+                es.sigma *= handler(X, values, function, es.ask)
+        x0 = rng.uniform(lower, upper, size=x0.size) if math.isfinite(upper - lower) else x0
+
+
+def _worst_for_nan(values) -> list[float]:
+    values = np.asarray(values, dtype=float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        worst = values[~bad].max() + 1 + abs(values[~bad].max()) if (~bad).any() else 0.0
+        values = np.where(bad, worst, values)
+    return values.tolist()

@@ -1,0 +1,193 @@
+"""PEM on COCO bbob-noisy: RB-PEM and probe-and-switch against sep-CMA-ES, resampling and pycma (UH-CMA-ES).
+
+    hf-ext run pem                                   # shipped config (the benchmark's settings)
+    hf-ext run pem functions="101 107 125" instances="1 2"
+    hf-ext run pem quick=true                        # seconds: the end-to-end check
+
+Runs every method on every (function, instance) of bbob-noisy at ``dimension`` for each budget (k D
+evaluations, re-evaluations included), through ``cocoex``'s observer: COCO's result folders go to
+``output_dir/coco/<method>_<k>D/`` (``cocopp`` reads them) and a rerun skips the runs already listed in
+``output_dir/coco/index.jsonl``. Then each method on the external noisy tasks (a scikit-learn hyperparameter
+search and a cart-pole policy), one run per task seed. Writes ``runs.csv`` (final best noise-free f - f_opt per
+run), ``winloss.csv`` (wins/losses/ties and the sign-test p-value of each challenger against each other method,
+per budget), ``tasks.csv``, ``results.json``, ``ecdf.png`` (fraction of COCO's 51 targets reached against
+evaluations / D) and ``winloss.png`` to ``output_dir``.
+"""
+
+import csv
+import statistics
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from accelerate import PartialState
+from trl import TrlParser
+
+from hf_ext._validation import check_finite_fields
+from hf_ext.companion.es import METHODS, CocoConfig, run_coco
+from hf_ext.companion.es.compare import ecdf, wins_losses
+from hf_ext.companion.es.tasks import TASKS, run_task
+from hf_ext.plotting import plot_bands, plot_grouped_bars
+from hf_ext.recipes._results import write_results
+
+CHALLENGERS = ("rb_pem", "probe_switch")
+QUICK = {
+    "methods": ["rb_pem", "probe_switch", "sep_cma", "pycma_noise"],
+    "functions": [101, 125],
+    "instances": [1],
+    "dimension": 2,
+    "budget_multipliers": [20],
+    "tasks": ["cartpole"],
+    "task_seeds": [0],
+    "task_budget_multiplier": 10,
+    "task_repeats": 5,
+}
+
+
+@dataclass
+class PemArguments:
+    methods: list[str] = field(
+        default_factory=lambda: list(METHODS),
+        metadata={"help": f"Any of {list(METHODS)}; {list(CHALLENGERS)} are compared with every other one."},
+    )
+    functions: list[int] = field(default_factory=lambda: list(range(101, 131)), metadata={"help": "f101-f130."})
+    instances: list[int] = field(default_factory=lambda: [1, 2, 3], metadata={"help": "bbob-noisy instances, 1-15."})
+    dimension: int = field(default=10, metadata={"help": "D, one of 2, 3, 5, 10, 20, 40."})
+    budget_multipliers: list[int] = field(
+        default_factory=lambda: [100, 200], metadata={"help": "Budgets k D in evaluations (re-evaluations count)."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seeds every method (the same for all)."})
+    tasks: list[str] = field(default_factory=lambda: list(TASKS), metadata={"help": f"Any of {list(TASKS)}."})
+    task_seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "One task run per seed."})
+    task_budget_multiplier: int = field(default=100, metadata={"help": "Task budget in evaluations per dimension."})
+    task_repeats: int = field(default=30, metadata={"help": "Fresh evaluations that judge a task's result (>= 1)."})
+    workers: int = field(default=2, metadata={"help": "Runs in parallel (processes, >= 1)."})
+    output_dir: str = field(default="outputs/pem", metadata={"help": "Where COCO's folders, CSV, JSON and PNG go."})
+    quick: bool = field(default=False, metadata={"help": "D = 2, two functions, one instance: an end-to-end check."})
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        unknown = [task for task in self.tasks if task not in TASKS]
+        if unknown:
+            raise ValueError(f"PemArguments: `tasks` must be from {list(TASKS)}, got {self.tasks}")
+        for name in ("task_budget_multiplier", "task_repeats"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"PemArguments: `{name}` must be an integer >= 1, got {getattr(self, name)}")
+        self.coco_config()  # the COCO fields are checked by CocoConfig, naming the allowed values
+
+    def coco_config(self) -> CocoConfig:
+        return CocoConfig(
+            methods=self.methods,
+            functions=self.functions,
+            instances=self.instances,
+            dimension=self.dimension,
+            budget_multipliers=self.budget_multipliers,
+            seed=self.seed,
+            result_folder=str(Path(self.output_dir) / "coco"),
+            workers=self.workers,
+        )
+
+
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with (the same for every ``argv``)."""
+    return TrlParser((PemArguments,))
+
+
+def parse_args(argv: list[str] | None) -> PemArguments:
+    (args,) = parser(argv).parse_args_and_config(argv)
+    if args.quick:
+        args = PemArguments(**(asdict(args) | QUICK))
+    return args
+
+
+def win_loss_table(records: list[dict], args: PemArguments) -> list[dict]:
+    """Each challenger against every other configured method, per budget."""
+    return [
+        {"challenger": ours, "baseline": other, "budget": f"{k}D"} | wins_losses(records, ours, other, k)
+        for k in args.budget_multipliers
+        for ours in CHALLENGERS
+        if ours in args.methods
+        for other in args.methods
+        if other != ours
+    ]
+
+
+def run_tasks(args: PemArguments) -> list[dict]:
+    jobs = [
+        (task, method, args.task_budget_multiplier, seed, args.task_repeats)
+        for task in args.tasks
+        for method in args.methods
+        for seed in args.task_seeds
+    ]
+    with ProcessPoolExecutor(args.workers) as pool:
+        return list(pool.map(run_task, *zip(*jobs, strict=True)))
+
+
+def summarize_tasks(task_runs: list[dict]) -> dict:
+    grouped = defaultdict(list)
+    for run in task_runs:
+        grouped[f"{run['task']}/{run['method']}"].append(run["expected"])
+    return {
+        name: {"mean": statistics.fmean(v), "std": statistics.stdev(v) if len(v) > 1 else 0.0}
+        for name, v in grouped.items()
+    }
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot_ecdf(records: list[dict], args: PemArguments, path: Path) -> None:
+    """One panel per budget: each method's fraction of (run, target) pairs reached by j D evaluations."""
+    panels = {}
+    for k in args.budget_multipliers:
+        curves = ecdf([r for r in records if r["budget_multiplier"] == k], np.arange(1, k + 1) * args.dimension)
+        panels[f"budget {k}D, D = {args.dimension}"] = {m: [curves[m, k].tolist()] for m in args.methods}
+    title = "bbob-noisy: fraction of targets 1e2..1e-8 reached"
+    plot_bands(panels, path, title, "evaluations / D", "fraction of (run, target)", ncols=len(panels))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    out = Path(args.output_dir)
+    state = PartialState(cpu=not torch.cuda.is_available())
+    if not state.is_main_process:  # the pool below already uses the cores; the other ranks only wait
+        state.wait_for_everyone()
+        return {}
+    records = run_coco(args.coco_config())
+    task_runs = run_tasks(args) if args.tasks else []
+    table = win_loss_table(records, args)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_csv(out / "runs.csv", [{k: v for k, v in r.items() if k != "trajectory"} for r in records])
+    if table:
+        _write_csv(out / "winloss.csv", table)
+        bars = {
+            kind: {f"{r['challenger']} vs {r['baseline']} {r['budget']}": r[kind] for r in table}
+            for kind in ("wins", "losses")
+        }
+        plot_grouped_bars(bars, out / "winloss.png", "bbob-noisy (function, instance) pairs", "pairs")
+    if task_runs:
+        _write_csv(out / "tasks.csv", task_runs)
+    plot_ecdf(records, args, out / "ecdf.png")
+    results = {"winloss": table, "tasks": summarize_tasks(task_runs), "args": asdict(args)}
+    write_results(out, results)
+    for row in table:
+        print(
+            f"{row['challenger']} vs {row['baseline']} at {row['budget']}: {row['wins']} wins / {row['losses']} losses "
+            f"/ {row['ties']} ties, sign-test p = {row['p_value']:.3g}"
+        )
+    for name, value in results["tasks"].items():
+        print(f"{name}: {value['mean']:.4g} +- {value['std']:.2g}")
+    print(f"wrote {out / 'runs.csv'}, {out / 'winloss.csv'}, {out / 'results.json'}, {out / 'ecdf.png'}")
+    state.wait_for_everyone()
+    return results
+
+
+if __name__ == "__main__":
+    main()

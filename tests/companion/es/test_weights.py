@@ -1,0 +1,95 @@
+import numpy as np
+import pytest
+
+from hf_ext.companion.es import (
+    LogWeights,
+    ProbeAndSwitch,
+    ResidualBootstrapPEM,
+    elite_flip_rate,
+    expected_weights,
+    log_weights,
+)
+
+
+def test_log_weights_are_cma_es_positive_weights():
+    w = log_weights(6)
+    raw = np.log(3.5) - np.log([1, 2, 3])
+    np.testing.assert_allclose(w, np.r_[raw / raw.sum(), 0, 0, 0])
+
+
+def test_expected_weights_equal_hard_weights_when_noise_is_zero():
+    values = np.array([3.0, 1.0, 4.0, 1.5, 9.0, 2.6])
+    base = log_weights(6)
+    hard = LogWeights()([np.array([v]) for v in values], base)
+    assert hard[1] == base[0] and hard[4] == 0
+    np.testing.assert_allclose(expected_weights(np.tile(values, (32, 1)), base), hard, rtol=1e-12)
+    # RB-PEM on noiseless re-evaluations: a zero noise model, so every replicate is the observed ranking
+    pem = ResidualBootstrapPEM(replicates=32, band=2, max_reevaluations=4, pool_size=50)
+    evaluations = [np.array([v, v]) if i in (0, 3) else np.array([v]) for i, v in enumerate(values)]
+    np.testing.assert_allclose(pem(evaluations, base), hard, rtol=1e-12)
+    assert pem.scale == (0.0, 0.0) and pem.last_flip_rate == 0.0
+
+
+def test_pem_preserves_the_mean_update_and_shrinks_its_dispersion():
+    # Rao-Blackwellization: with replicates drawn from the same noise, E[PEM update] = E[hard update]; Monte
+    # Carlo over M noisy generations, tolerance 4 standard errors of the difference of the two means.
+    rng = np.random.default_rng(0)
+    popsize, n, sigma_noise, trials = 10, 3, 1.0, 2000
+    base = log_weights(popsize)
+    y = rng.standard_normal((popsize, n))
+    f_true = np.linspace(0, 3, popsize)
+    hard = np.empty((trials, n))
+    pem = np.empty((trials, n))
+    for t in range(trials):
+        observed = f_true + sigma_noise * rng.standard_normal(popsize)
+        hard[t] = base[np.argsort(np.argsort(observed))] @ y
+        replicates = f_true + sigma_noise * rng.standard_normal((16, popsize))
+        pem[t] = expected_weights(replicates, base) @ y
+    standard_error = np.sqrt(hard.var(axis=0, ddof=1) / trials + pem.var(axis=0, ddof=1) / trials)
+    assert np.all(np.abs(hard.mean(axis=0) - pem.mean(axis=0)) < 4 * standard_error)
+    assert np.all(pem.var(axis=0) < 0.5 * hard.var(axis=0))
+
+
+def test_noise_model_is_refitted_from_residuals():
+    rng = np.random.default_rng(1)
+    pem = ResidualBootstrapPEM(replicates=8, band=2, max_reevaluations=4, pool_size=20000)
+    s0, s1 = 0.5, 0.2
+    levels = rng.uniform(0, 20, 4000)
+    evaluations = [f + (s0 + s1 * f) * rng.standard_normal(2) for f in levels]
+    pem(evaluations, log_weights(len(evaluations)))
+    # the levels are noisy means, so the fit is judged by the spread it predicts, not by (s0, s1) themselves
+    for f in (5.0, 15.0):
+        assert pem.scale[0] + pem.scale[1] * f == pytest.approx(s0 + s1 * f, rel=0.1)
+
+
+def test_reevaluation_band_is_around_the_elite_boundary_and_capped():
+    base = log_weights(10)  # mu = 5
+    means = np.arange(10.0)[::-1]  # candidate 9 is best; ranks 4 and 5 are candidates 5 and 4
+    wide = ResidualBootstrapPEM(replicates=4, band=3, max_reevaluations=100, pool_size=10)
+    assert sorted(wide.reevaluate(means, base)) == [2, 3, 4, 5, 6, 7]
+    capped = ResidualBootstrapPEM(replicates=4, band=3, max_reevaluations=2, pool_size=10)
+    assert sorted(capped.reevaluate(means, base)) == [4, 5]
+    assert ResidualBootstrapPEM(4, 3, 0, 10).reevaluate(means, base).size == 0
+
+
+def test_elite_flip_rate_measures_disagreement():
+    observed = np.arange(6.0)
+    assert elite_flip_rate(np.tile(observed, (5, 1)), observed, 3) == 0
+    assert elite_flip_rate(observed[::-1][None, :], observed, 3) == 1
+
+
+@pytest.mark.parametrize(("noise", "active"), [(0.0, False), (10.0, True)])
+def test_probe_and_switch_follows_the_measured_misranking(noise, active):
+    rng = np.random.default_rng(2)
+    switch = ProbeAndSwitch(ResidualBootstrapPEM(64, 2, 4, 100, seed=3), threshold=0.1, probe_interval=5)
+    base = log_weights(8)
+    f = np.arange(8.0)
+    evaluations = [
+        v + noise * rng.standard_normal(2) if i in (3, 4) else v + noise * rng.standard_normal(1)
+        for i, v in enumerate(f)
+    ]
+    weights = switch(evaluations, base)
+    assert switch.active is active
+    if not active:  # back on hard weights: probes only every probe_interval generations
+        np.testing.assert_array_equal(weights, LogWeights()(evaluations, base))
+        assert switch.reevaluate(f, base).size == 0

@@ -173,7 +173,8 @@ class SingleIndexRegressor(RegressorMixin, BaseEstimator):
         n, d = X.shape
         if n < d:
             raise ValueError(
-                f"{type(self).__name__}: needs at least as many samples as features, got n = {n} < d = {d}"
+                f"{type(self).__name__}: needs at least as many samples as features, "
+                f"got n_samples = {n} < n_features = {d}"
             )
         warn_if_not_gaussian(X)
         rng = check_random_state(self.random_state)
@@ -189,7 +190,7 @@ class SingleIndexRegressor(RegressorMixin, BaseEstimator):
         order = rng.permutation(n)
         n_val = round(self.validation_fraction * n)
         val, fit = (order[:n_val], order[n_val:]) if 0 < n_val < n else (order, order)
-        X_t, y_t = torch.as_tensor(X), torch.as_tensor(y)
+        X_t, y_t = torch.as_tensor(X), torch.as_tensor(y, dtype=torch.float64)
         path = alternating_fit(
             X_t[fit],
             y_t[fit],

@@ -230,7 +230,8 @@ def _padded(overlaps: list[float], length: int) -> list[float]:
 
 
 def plot(rows: list[dict], args: SingleIndexArguments, out: Path) -> None:
-    """Joint learning's |m_t| per link and start (one curve per d, largest sample ratio), and iterations to 0.9 vs d."""
+    """Joint learning's |m_t| per link and start (one curve per d, largest sample ratio), and iterations to 0.9 vs d
+    (not drawn when no run reached 0.9)."""
     ratio = max(args.sample_ratios)
     joint = {
         (r["link"], r["start"], r["d"], r["seed"]): r
@@ -261,6 +262,8 @@ def plot(rows: list[dict], args: SingleIndexArguments, out: Path) -> None:
         }
         for start in args.starts()
     }
+    if not any(math.isfinite(r["iterations_to_0.9"]) for r in joint.values()):
+        return  # nothing reached the threshold: a log axis of no points cannot be drawn
     plot_log_sweeps(
         sweeps,
         args.dims,

@@ -142,6 +142,19 @@ def _padded(overlaps: list[float], length: int) -> list[float]:
     return [abs(m) for m in overlaps] + [abs(overlaps[-1])] * (length - len(overlaps))
 
 
+def plot_comparison(runs: list[dict], max_iter: int, seeds: int, path: Path) -> None:
+    """|m_t| of joint learning, the oracle and the ReLU link per link, mean +- std over seeds."""
+    trajectories = {
+        link: {
+            method: [_padded(r["overlaps"], max_iter + 1) for r in runs if (r["link"], r["method"]) == (link, method)]
+            for method in COMPARISON_METHODS[:3]
+        }
+        for link in COMPARISON_LINKS
+    }
+    title = f"|<w_t, w*>| from overlap -0.3, d = 128, n = 4096, mean +- std over {seeds} seeds"
+    plot_bands(trajectories, path, title, "iteration", "|overlap|")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -153,22 +166,7 @@ def main() -> None:
     compared, summary = comparison(out / "comparison", args.seeds, args.max_iter)
     iterations, scaled = scaling(out / "scaling", args.seeds, args.dims)
     summary = {"seeds": args.seeds, "comparison_d": 128, "comparison_n": 4096, "dims": args.dims} | summary | scaled
-    trajectories = {
-        link: {
-            method: [
-                [abs(m) for m in r["overlaps"]] for r in compared["runs"] if (r["link"], r["method"]) == (link, method)
-            ]
-            for method in COMPARISON_METHODS[:3]
-        }
-        for link in COMPARISON_LINKS
-    }
-    plot_bands(
-        trajectories,
-        out / "single_index_comparison.png",
-        f"|<w_t, w*>| from overlap -0.3, d = 128, n = 4096, mean +- std over {len(args.seeds)} seeds",
-        "iteration",
-        "|overlap|",
-    )
+    plot_comparison(compared["runs"], args.max_iter, len(args.seeds), out / "single_index_comparison.png")
     per_seed = {
         method: {link: [list(seed) for seed in zip(*per_d, strict=True)] for link, per_d in per_link.items()}
         for method, per_link in iterations.items()

@@ -102,6 +102,34 @@ def slope(dims, iterations) -> tuple[float | None, int]:
     return float(np.polyfit(x, y, 1)[0]), len(points)
 
 
+def iterations_to_threshold(runs: list[dict], seeds: list[int], dims: list[int]) -> dict:
+    """method -> link -> per d, the iterations to |m| >= 0.9 of each seed from the random start."""
+    found = {
+        (r["method"], r["link"], r["d"], r["seed"]): r["iterations_to_0.9"] for r in runs if r["start"] == "random"
+    }
+    return {
+        method: {link: [[found[method, link, d, seed] for seed in seeds] for d in dims] for link in SCALING_LINKS}
+        for method in THEORY
+    }
+
+
+def plot_scaling(iterations: dict, dims: list[int], path: Path) -> None:
+    """Iterations to |m| >= 0.9 against d, log-log, per method (panel) and link; none reached: no plot."""
+    per_seed = {
+        method: {link: [list(seed) for seed in zip(*per_d, strict=True)] for link, per_d in per_link.items()}
+        for method, per_link in iterations.items()
+    }
+    if any(math.isfinite(i) for per_link in per_seed.values() for runs in per_link.values() for r in runs for i in r):
+        plot_log_sweeps(  # a log axis of no points cannot be drawn
+            per_seed,
+            dims,
+            path,
+            "Iterations to |overlap| >= 0.9 from a random start, n = 32 d (never reached: not drawn)",
+            "dimension d",
+            {method: "iterations" for method in iterations},
+        )
+
+
 def scaling(output_dir: Path, seeds: list[int], dims: list[int], max_iter: int) -> tuple[dict, dict]:
     flags = _flags(
         output_dir,
@@ -116,20 +144,7 @@ def scaling(output_dir: Path, seeds: list[int], dims: list[int], max_iter: int) 
         max_iter=max_iter,
     )
     results = run_recipe(flags)
-    runs = [r for r in results["runs"] if r["start"] == "random"]
-    iterations = {
-        method: {
-            link: [
-                [
-                    next(r["iterations_to_0.9"] for r in runs if (r["method"], r["link"], r["d"], r["seed"]) == key)
-                    for key in [(method, link, d, seed) for seed in seeds]
-                ]
-                for d in dims
-            ]
-            for link in SCALING_LINKS
-        }
-        for method in THEORY
-    }
+    iterations = iterations_to_threshold(results["runs"], seeds, dims)
     summary = {}
     for method, per_link in iterations.items():
         for link, per_d in per_link.items():
@@ -174,19 +189,7 @@ def main() -> None:
     iterations, scaled = scaling(out / "scaling", args.seeds, args.dims, args.scaling_max_iter)
     summary = {"seeds": args.seeds, "comparison_d": 128, "comparison_n": 4096, "dims": args.dims} | summary | scaled
     plot_comparison(compared["runs"], args.max_iter, len(args.seeds), out / "single_index_comparison.png")
-    per_seed = {
-        method: {link: [list(seed) for seed in zip(*per_d, strict=True)] for link, per_d in per_link.items()}
-        for method, per_link in iterations.items()
-    }
-    if any(math.isfinite(i) for per_link in per_seed.values() for runs in per_link.values() for r in runs for i in r):
-        plot_log_sweeps(  # a log axis of no points cannot be drawn
-            per_seed,
-            args.dims,
-            out / "single_index_scaling.png",
-            "Iterations to |overlap| >= 0.9 from a random start, n = 32 d (never reached: not drawn)",
-            "dimension d",
-            {method: "iterations" for method in iterations},
-        )
+    plot_scaling(iterations, args.dims, out / "single_index_scaling.png")
     save_json(args.output_dir, "single_index", summary)
     emit(summary)
 

@@ -100,7 +100,7 @@ class SingleIndexRegressor(RegressorMixin, BaseEstimator):
     degree_, ridge_ : int, float
         The truncation degree and the ridge chosen by validation for the final link.
     hermite_coef_history_ : ndarray of shape (n_iter_ + 1, max_degree + 1)
-        The link's coefficients after each iteration (the start, 0, first).
+        The link's coefficients after each iteration (the start, 0, first); with ``fixed_link``, that link's.
     loss_history_ : ndarray of shape (n_iter_,)
         Half the mean squared training error at each direction step.
     overlap_history_ : ndarray of shape (n_iter_ + 1,) or None

@@ -10,8 +10,10 @@ included) and seed, the recipe draws ``x ~ N(0, I_d)``, ``y = phi*(<w*, x>) + no
 :class:`hf_ext.companion.single_index.SingleIndexRegressor` three ways from the same start: ``joint``
 (direction and link learned), ``oracle`` (the true link, only the direction learned) and ``relu_link``
 (the direction learned under a fixed standardised ReLU, a single neuron's activation). At the dimensions
-of ``baseline_dims`` it also trains ``two_layer_sgd``, a two-layer ReLU network by mini-batch SGD at equal
-compute (``max_iter`` passes over the data, as many per-sample gradients as ``max_iter`` full-batch steps).
+of ``baseline_dims`` it also trains the structure-free regressors a user would reach for: ``two_layer_sgd``, a
+two-layer ReLU network by mini-batch SGD at equal compute (``max_iter`` passes over the data, as many
+per-sample gradients as ``max_iter`` full-batch steps), and ``gradient_boosting``, scikit-learn's
+``HistGradientBoostingRegressor`` with its defaults.
 It records the overlap ``m_t = <w_t, w*>`` at every iteration, the iterations until ``|m_t| >= 0.9`` and
 the test mean squared error on fresh data. ``(w, phi)`` and ``(-w, phi(-.))`` are the same predictor, so a
 joint fit from a negative start may end at ``m = -1``: ``|m|`` is what is identified. Runs are split
@@ -35,6 +37,7 @@ import numpy as np
 import torch
 from accelerate import PartialState
 from accelerate.utils import gather_object
+from sklearn.ensemble import HistGradientBoostingRegressor
 from tqdm.auto import tqdm
 from trl import TrlParser
 
@@ -51,7 +54,8 @@ from hf_ext.companion.single_index import (
 from hf_ext.plotting import plot_bands, plot_log_sweeps
 from hf_ext.recipes._results import write_results
 
-METHODS = ("joint", "oracle", "relu_link", "two_layer_sgd")
+METHODS = ("joint", "oracle", "relu_link", "two_layer_sgd", "gradient_boosting")
+STRUCTURE_FREE = ("two_layer_sgd", "gradient_boosting")  # no direction, no start: once per data set
 THRESHOLD = 0.9
 QUICK = {
     "links": ["he1", "he2"],
@@ -90,7 +94,8 @@ class SingleIndexArguments:
     )
     max_degree: int = field(default=6, metadata={"help": "Largest Hermite degree of the learned link (>= 1)."})
     baseline_dims: list[int] = field(
-        default_factory=lambda: [128], metadata={"help": "Dimensions (of `dims`) where the two-layer network runs."}
+        default_factory=lambda: [128],
+        metadata={"help": "Dimensions (of `dims`) where the two-layer network and gradient boosting run."},
     )
     net_width: int = field(default=64, metadata={"help": "Hidden ReLU units of the two-layer network."})
     net_lr: float = field(default=0.05, metadata={"help": "SGD step of the two-layer network."})
@@ -143,15 +148,15 @@ def parse_args(argv: list[str] | None) -> SingleIndexArguments:
 
 
 def jobs(args: SingleIndexArguments) -> list[tuple]:
-    """(link, d, ratio, start, method, seed) of every run; the network has no start and runs once per data set."""
+    """(link, d, ratio, start, method, seed) of every run; the structure-free baselines run once per data set."""
     data = [
         (link, d, r, seed) for link in args.links for d in args.dims for r in args.sample_ratios for seed in args.seeds
     ]
     found = []
     for link, d, ratio, seed in data:
-        found += [(link, d, ratio, s, m, seed) for s in args.starts() for m in args.methods if m != "two_layer_sgd"]
-        if "two_layer_sgd" in args.methods and d in args.baseline_dims:
-            found.append((link, d, ratio, "-", "two_layer_sgd", seed))
+        found += [(link, d, ratio, s, m, seed) for s in args.starts() for m in args.methods if m not in STRUCTURE_FREE]
+        if d in args.baseline_dims:
+            found += [(link, d, ratio, "-", m, seed) for m in args.methods if m in STRUCTURE_FREE]
     return found
 
 
@@ -171,6 +176,8 @@ def run_one(link: str, d: int, ratio: float, start: str, method: str, seed: int,
         predict = fit_two_layer_network(
             X, y, width=args.net_width, epochs=args.max_iter, batch_size=args.net_batch_size, lr=args.net_lr, seed=seed
         )
+    elif method == "gradient_boosting":
+        predict = HistGradientBoostingRegressor(random_state=seed).fit(X, y).predict
     else:
         fixed = {"joint": None, "oracle": link_coefficients(link, 4), "relu_link": link_coefficients("relu", 6)}
         model = SingleIndexRegressor(

@@ -13,8 +13,8 @@ def test_quick_run_writes_runs_trajectories_summary_and_plots(tmp_path, capfd):
     results = main(flags)
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    # 2 links x 2 dims x (2 starts x 3 single-index methods) + the network at d = 8 for each link
-    assert len(rows) == 2 * 2 * 2 * 3 + 2
+    # 2 links x 2 dims x (2 starts x 3 single-index methods) + the network and gradient boosting at d = 8
+    assert len(rows) == 2 * 2 * 2 * 3 + 2 * 2
     assert json.loads((tmp_path / "results.json").read_text())["summary"] == results["summary"]
     start = next(r for r in results["runs"] if r["method"] == "joint" and r["start"] == "-0.3")
     assert start["overlaps"][0] == pytest.approx(-0.3) and len(start["overlaps"]) >= 2
@@ -29,8 +29,8 @@ def test_quick_run_writes_runs_trajectories_summary_and_plots(tmp_path, capfd):
 def test_every_data_set_gets_each_start_and_method_and_one_network():
     args = SingleIndexArguments(links=["he3"], dims=[16, 32], sample_ratios=[4.0], seeds=[0], baseline_dims=[32])
     runs = jobs(args)
-    assert len(runs) == 2 * 3 * 3 + 1  # dims x starts (random, -0.3, 0) x methods, + the network at d = 32
-    assert ("he3", 32, 4.0, "-", "two_layer_sgd", 0) in runs
+    assert len(runs) == 2 * 3 * 3 + 2  # dims x starts (random, -0.3, 0) x methods, + 2 baselines at d = 32
+    assert {("he3", 32, 4.0, "-", m, 0) for m in ("two_layer_sgd", "gradient_boosting")} <= set(runs)
 
 
 def test_iterations_to_threshold_read_the_absolute_overlap():
@@ -59,4 +59,4 @@ def test_quick_run_on_two_cpu_processes(tmp_path, run_on_two_processes):
     stdout = run_on_two_processes("single_index", ["quick=true"])
     assert stdout.count("he1/d=8/n=128/start=-0.3/joint: |m|") == 1  # printed by the main process only
     with (tmp_path / "runs.csv").open() as handle:
-        assert len(list(csv.DictReader(handle))) == 2 * 2 * 2 * 3 + 2
+        assert len(list(csv.DictReader(handle))) == 2 * 2 * 2 * 3 + 2 * 2

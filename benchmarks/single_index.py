@@ -151,7 +151,8 @@ def scaling(output_dir: Path, seeds: list[int], dims: list[int], max_iter: int) 
     for method, per_link in iterations.items():
         for link, per_d in per_link.items():
             key = f"scaling/{method}/{link}"
-            summary[f"{key}/iterations_mean_per_d"] = [round(statistics.fmean(its), 1) for its in per_d]
+            means = [statistics.fmean(its) for its in per_d]  # None where a seed never got there: JSON has no inf
+            summary[f"{key}/iterations_mean_per_d"] = [round(m, 1) if math.isfinite(m) else None for m in means]
             summary[f"{key}/reached_per_d"] = [sum(math.isfinite(i) for i in its) for its in per_d]
             fitted, used = slope(dims, per_d)
             summary[f"{key}/fitted_slope"] = None if fitted is None else round(fitted, 3)

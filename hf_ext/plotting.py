@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 # How method, optimizer and algorithm ids are written in legends and titles: the spelling of the papers.
 DISPLAY_NAMES = {
@@ -262,6 +262,8 @@ def plot_log_sweeps(
             ax.fill_between(x, np.clip(mean - std, mean / 10, None), mean + std, alpha=0.15)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        # Over about a decade matplotlib labels the minor ticks too (3x10^1, 4x10^1, ...), and they overlap.
+        ax.xaxis.set_minor_formatter(NullFormatter())
         _label(ax, xlabel, ylabels[panel], panel)
     for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)

@@ -7,7 +7,7 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.container import ErrorbarContainer
 
-from hf_ext.plotting import display_name, plot_bands, plot_curves, plot_seed_curves
+from hf_ext.plotting import display_name, plot_bands, plot_curves, plot_log_sweeps, plot_seed_curves
 from hf_ext.recipes.agzo_finetune import plot_losses
 from hf_ext.recipes.wd_plasticity import plot_sweep
 
@@ -112,3 +112,13 @@ def test_seed_curves_draw_the_spread_and_refuse_runs_logged_at_different_steps(t
     assert _integer_ticks(ax) and _legend(ax) == ["AdamW"]
     with pytest.raises(ValueError, match="the runs of 'adamw' must be logged at the same steps"):
         plot_seed_curves({"adamw": [runs[0], [(10, 5.0), (30, 4.0)]]}, tmp_path / "s.png", "t")
+
+
+def test_log_sweep_over_about_a_decade_labels_no_overlapping_minor_ticks(tmp_path):
+    x = [32, 64, 128, 256, 512]
+    panels = {"joint": {"he1": [[7.0, 8.0, 8.0, 11.0, 13.0]]}}
+    figure = plot_log_sweeps(panels, x, tmp_path / "s.png", "t", "dimension d", {"joint": "iterations"})
+    figure.canvas.draw()
+    ax = figure.axes[0]  # the second is the hidden spare of the 2-column grid
+    assert not [label.get_text() for label in ax.get_xticklabels(minor=True) if label.get_text()]
+    assert not _overlapping_x_texts(figure)

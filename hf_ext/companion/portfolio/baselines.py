@@ -36,8 +36,7 @@ def best_constant_rebalanced(relatives: np.ndarray) -> np.ndarray:
     ``argmax_simplex sum_t log <b, x_t>``, a concave program solved by cvxpy (Clarabel's exponential cones)."""
     relatives = np.asarray(relatives, dtype=np.float64)
     b = cp.Variable(relatives.shape[1], nonneg=True)
-    scale = relatives.mean()  # keeps the solver's numbers near 1
-    cp.Problem(cp.Maximize(cp.sum(cp.log(relatives / scale @ b))), [cp.sum(b) == 1]).solve(solver=cp.CLARABEL)
+    cp.Problem(cp.Maximize(cp.sum(cp.log(relatives @ b))), [cp.sum(b) == 1]).solve(solver=cp.CLARABEL)
     return np.clip(b.value, 0.0, None) / np.clip(b.value, 0.0, None).sum()
 
 

@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 
 from hf_ext.companion.portfolio import TCO, TCOConfig, backtest, load_relatives
-from hf_ext.companion.portfolio.data import load_prices
 from hf_ext.companion.portfolio.tco import predict, tco_step
 
 
@@ -39,13 +38,12 @@ def test_bad_settings_are_refused_by_name(field, value, message):
 
 @pytest.mark.parametrize("predictor", ["reversal", "window"])
 def test_our_tco_holds_the_portfolios_of_universal_portfolios(predictor):
-    pandas = pytest.importorskip("pandas")
+    from universal import tools
     from universal.algos import TCO1, TCO2
 
-    prices = load_prices("djia")[:150]
     cost = 0.0025
     ours = backtest(TCO(TCOConfig(cost=cost, predictor=predictor)), load_relatives("djia")[:149], cost)
     algo = TCO1(trx_fee_pct=cost) if predictor == "reversal" else TCO2(trx_fee_pct=cost, window=5)
-    theirs = algo.run(pandas.DataFrame(prices), log_progress=False)
+    theirs = algo.run(tools.dataset("djia").iloc[:150], log_progress=False)
     # their first row is the starting price (relative 1), ours starts at the first relative
     np.testing.assert_allclose(ours.weights, theirs.B.to_numpy()[1:], atol=1e-10)

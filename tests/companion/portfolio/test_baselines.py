@@ -9,6 +9,7 @@ from hf_ext.companion.portfolio import (
     TopKTCO,
     backtest,
     best_constant_rebalanced,
+    load_relatives,
     synthetic_relatives,
 )
 
@@ -37,3 +38,15 @@ def test_top_k_tco_keeps_the_k_largest_weights_of_tco():
     np.testing.assert_allclose(run.weights.sum(axis=1), 1)
     with pytest.raises(ValueError, match=r"TopKTCO: `k` must be between 1 and the number of assets \(6\)"):
         backtest(TopKTCO(TCO(), k=7), relatives, 0.0)
+
+
+def test_buy_and_hold_and_the_best_crp_match_universal_portfolios_on_djia():
+    from universal import tools
+    from universal.algos import BAH, BCRP
+
+    prices, relatives = tools.dataset("djia"), load_relatives("djia")
+    their_bah = BAH().run(prices, log_progress=False).total_wealth
+    assert backtest(BuyAndHold(), relatives, 0.0).wealth[-1] == pytest.approx(their_bah, rel=1e-12)
+    their_bcrp = BCRP().run(prices, log_progress=False).total_wealth
+    ours = np.prod(relatives @ best_constant_rebalanced(relatives))
+    assert ours == pytest.approx(their_bcrp, rel=1e-5) and ours >= their_bcrp * (1 - 1e-9)

@@ -2,7 +2,7 @@
 
 K-sparse TCO holds at most K of the 30 stocks each day: PSGA on the DC penalty 1 - (sum of the K largest
 weights), each proximal step computed by ADMM. It runs online against TCO2 (dense) and TCO2 cut to its K
-largest weights, paying 0.25% on every unit traded (exact self-financing accounting). About 10 s on a CPU.
+largest weights, paying 0.25% on every unit traded (exact self-financing accounting). About 15 s on a CPU.
 """
 
 from hf_ext.companion.portfolio import (

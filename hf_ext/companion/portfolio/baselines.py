@@ -1,0 +1,58 @@
+"""The baselines K-sparse TCO is judged against: buy-and-hold, constant rebalancing (the best one in hindsight)
+and the naive sparse TCO that keeps the K largest weights of TCO's portfolio."""
+
+import cvxpy as cp
+import numpy as np
+
+from .sparse_tco import check_k, sparse_start
+from .tco import TCO
+
+
+class BuyAndHold:
+    """Buy the uniform portfolio once and never trade: the portfolio drifts with the prices, at no cost."""
+
+    def start(self, assets: int) -> np.ndarray:
+        return np.full(assets, 1.0 / assets)
+
+    def rebalance(self, observed: np.ndarray, previous: np.ndarray, drifted: np.ndarray) -> np.ndarray:
+        return drifted
+
+
+class ConstantRebalanced:
+    """Rebalance to the same ``portfolio`` every period (CRP), paying the cost of undoing each period's drift."""
+
+    def __init__(self, portfolio: np.ndarray):
+        self.portfolio = np.asarray(portfolio, dtype=np.float64)
+
+    def start(self, assets: int) -> np.ndarray:
+        return self.portfolio
+
+    def rebalance(self, observed: np.ndarray, previous: np.ndarray, drifted: np.ndarray) -> np.ndarray:
+        return self.portfolio
+
+
+def best_constant_rebalanced(relatives: np.ndarray) -> np.ndarray:
+    """The CRP of largest wealth on ``relatives`` before costs, in hindsight (a reference, not an online rule):
+    ``argmax_simplex sum_t log <b, x_t>``, a concave program solved by cvxpy (Clarabel's exponential cones)."""
+    relatives = np.asarray(relatives, dtype=np.float64)
+    b = cp.Variable(relatives.shape[1], nonneg=True)
+    cp.Problem(cp.Maximize(cp.sum(cp.log(relatives @ b))), [cp.sum(b) == 1]).solve(solver=cp.CLARABEL)
+    return np.clip(b.value, 0.0, None) / np.clip(b.value, 0.0, None).sum()
+
+
+class TopKTCO:
+    """TCO, with each of its portfolios cut to its ``k`` largest weights and renormalised: the naive sparse TCO."""
+
+    def __init__(self, tco: TCO, k: int):
+        self.tco, self.k = tco, k
+
+    def start(self, assets: int) -> np.ndarray:
+        check_k(type(self).__name__, self.k, assets)
+        return sparse_start(assets, self.k)
+
+    def rebalance(self, observed: np.ndarray, previous: np.ndarray, drifted: np.ndarray) -> np.ndarray:
+        dense = self.tco.rebalance(observed, previous, drifted)
+        kept = np.zeros_like(dense)
+        largest = np.argpartition(-dense, self.k - 1)[: self.k]
+        kept[largest] = dense[largest]
+        return kept / kept.sum()

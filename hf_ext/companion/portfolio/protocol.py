@@ -1,0 +1,99 @@
+"""The online protocol: hold a portfolio through a period, let it drift, rebalance paying proportional costs.
+
+Exact self-financing accounting: rebalancing from the drifted weights ``b~`` (wealth ``W``) to the target ``b``
+pays ``c`` on every unit bought or sold, out of the portfolio itself, so the cost fraction ``mu`` of ``W`` solves
+
+    mu = c * sum_i |b_i (1 - mu) - b~_i|,
+
+whose right side is a contraction in ``mu`` with factor ``c < 1``: the fixed-point iteration converges to the
+unique root (we stop at 1e-15, a few iterations for costs under 1%). ``mu = c ||b - b~||_1`` is the usual
+first-order approximation (universal-portfolios charges it additively on the period's return). The first
+portfolio is bought without cost, as in universal-portfolios and the TCO papers.
+"""
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from hf_ext._validation import check_finite
+
+SIMPLEX_TOLERANCE = 1e-6
+
+
+class Strategy(Protocol):
+    """An online portfolio rule: ``start`` gives the first portfolio, ``rebalance`` each next one."""
+
+    def start(self, assets: int) -> np.ndarray: ...
+
+    def rebalance(self, observed: np.ndarray, previous: np.ndarray, drifted: np.ndarray) -> np.ndarray:
+        """The next portfolio, knowing the relatives ``observed`` so far (periods x assets), the portfolio held in
+        the last period (``previous``) and what it drifted into (``drifted``)."""
+        ...
+
+
+@dataclass
+class Backtest:
+    """One run: ``weights[t]`` held in period ``t``, ``costs[t]`` the fraction of wealth paid to rebalance into it,
+    ``turnover[t] = ||weights[t] - drifted weights of t - 1||_1``, ``returns[t]`` the net gross return of period
+    ``t`` and ``wealth[t]`` the wealth after it (starting from 1)."""
+
+    weights: np.ndarray
+    costs: np.ndarray
+    turnover: np.ndarray
+    returns: np.ndarray
+    wealth: np.ndarray
+
+
+def check_cost(owner: str, cost: float) -> None:
+    """Refuse a proportional cost rate that is NaN, infinite, negative or >= 1, naming ``owner``'s field."""
+    check_finite(owner, "cost", cost)
+    if not 0 <= cost < 1:
+        raise ValueError(f"{owner}: `cost` must be a rate in [0, 1) (0.0025 = 0.25%), got {cost}")
+
+
+def cost_fraction(target: np.ndarray, drifted: np.ndarray, cost: float) -> float:
+    """The exact fraction of wealth paid to rebalance from ``drifted`` into ``target`` at proportional rate ``cost``."""
+    mu = cost * np.abs(target - drifted).sum()
+    for _ in range(100):
+        updated = cost * np.abs(target * (1 - mu) - drifted).sum()
+        if abs(updated - mu) <= 1e-15:
+            return float(updated)
+        mu = updated
+    return float(mu)
+
+
+def check_portfolio(owner: str, portfolio: np.ndarray, assets: int, t: int) -> np.ndarray:
+    """``portfolio`` as float64 if it lies on the simplex of ``assets`` weights (within 1e-6), else ``ValueError``."""
+    portfolio = np.asarray(portfolio, dtype=np.float64)
+    if (
+        portfolio.shape != (assets,)
+        or not np.all(np.isfinite(portfolio))
+        or portfolio.min() < -SIMPLEX_TOLERANCE
+        or abs(portfolio.sum() - 1) > SIMPLEX_TOLERANCE
+    ):
+        raise ValueError(f"{owner} returned a portfolio off the simplex of {assets} assets for period {t}: {portfolio}")
+    return np.clip(portfolio, 0.0, None) / np.clip(portfolio, 0.0, None).sum()
+
+
+def backtest(strategy: Strategy, relatives: np.ndarray, cost: float) -> Backtest:
+    """Run ``strategy`` online on ``relatives`` (periods x assets, all > 0) at proportional cost rate ``cost``."""
+    check_cost("backtest", cost)
+    relatives = np.asarray(relatives, dtype=np.float64)
+    if relatives.ndim != 2 or not np.all(np.isfinite(relatives)) or not np.all(relatives > 0):
+        raise ValueError("backtest: `relatives` must be a (periods, assets) array of finite values > 0")
+    periods, assets = relatives.shape
+    owner = type(strategy).__name__
+    weights = np.empty_like(relatives)
+    costs, turnover, returns = np.zeros(periods), np.zeros(periods), np.empty(periods)
+    target = drifted = check_portfolio(owner, strategy.start(assets), assets, 0)
+    for t in range(periods):
+        if t > 0:
+            target = check_portfolio(owner, strategy.rebalance(relatives[:t], weights[t - 1], drifted), assets, t)
+            turnover[t] = np.abs(target - drifted).sum()
+            costs[t] = cost_fraction(target, drifted, cost)
+        weights[t] = target
+        growth = target @ relatives[t]
+        returns[t] = (1 - costs[t]) * growth
+        drifted = target * relatives[t] / growth
+    return Backtest(weights, costs, turnover, returns, np.cumprod(returns))

@@ -13,7 +13,7 @@ STAMP_TEXT := $(TORCH) [$(EXTRAS)] $(ASSETS) $(shell cat setup.cfg pyproject.tom
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test test-fast demo bench lint clean
+.PHONY: install test test-fast demo bench lint clean llama-server
 
 install:
 	@if [ "$$(cat $(STAMP) 2>/dev/null)" = "$(STAMP_TEXT)" ]; then \
@@ -45,6 +45,11 @@ bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/zo_alignment.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/zo_memory.py
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/token_logprobs_memory.py
+
+# An OpenAI-compatible server for LILO's HTTP backend and its slow test: llama-cpp-python builds from
+# source (several CPU-minutes, niced); docs/lilo.md shows how to serve the offline SmolLM2 GGUF with it.
+llama-server: install
+	nice -n 19 $(PY) -m pip install --quiet "llama-cpp-python[server]"
 
 lint: install
 	$(VENV)/bin/ruff check .

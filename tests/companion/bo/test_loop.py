@@ -157,7 +157,8 @@ def test_a_nan_objective_value_is_refused(tmp_path):
 
 
 FIXED_SEED_HISTORIES = Path(__file__).parent / "data" / "fixed_seed_histories.json"
-# name -> config fields; the histories were recorded by the loop before its factories (string switch, if/else).
+# name -> config fields; recorded by the loop before its factories (string switch, if/else), the RCGP ones
+# again with that loop once RCGP took BoTorch's kernel and the capped adaptive threshold.
 RECORDED = {
     "rcgp_ucb_2.0": {"model": "rcgp", "acquisition": "ucb", "c": 2.0},
     "rcgp_ucb_None": {"model": "rcgp", "acquisition": "ucb", "c": None},

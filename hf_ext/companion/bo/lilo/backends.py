@@ -23,7 +23,11 @@ Messages = list[dict[str, str]]
 
 
 class LLMBackend(Protocol):
-    """What the LILO loop needs from a language model: one chat completion, reproducible by ``seed``."""
+    """What the LILO loop needs from a language model: one chat completion, reproducible by ``seed``.
+
+    A last message with role ``assistant`` is the start of the answer, to be continued (a prefill:
+    it holds a small model to the JSON format); the returned text includes it.
+    """
 
     def complete(self, messages: Messages, seed: int) -> str: ...
 
@@ -64,9 +68,11 @@ class TransformersBackend:
 
     def complete(self, messages: Messages, seed: int) -> str:
         model, tokenizer = self._model_and_tokenizer()
-        inputs = tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+        prompt = tokenizer.apply_chat_template(
+            messages[: len(messages) - bool(prefill)], add_generation_prompt=True, tokenize=False
         )
+        inputs = tokenizer(prompt + prefill, return_tensors="pt", add_special_tokens=False)
         sampling = {"do_sample": True, "temperature": self.temperature} if self.temperature > 0 else {}
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             torch.manual_seed(seed)
@@ -76,7 +82,7 @@ class TransformersBackend:
                 pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
                 **({"do_sample": False, "temperature": None, "top_p": None, "top_k": None} | sampling),
             )
-        return tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+        return prefill + tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
 @dataclass
@@ -129,7 +135,9 @@ class OpenAIBackend:
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
                     payload = json.load(response)
-                return payload["choices"][0]["message"]["content"] or ""
+                answer = payload["choices"][0]["message"]["content"] or ""
+                prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+                return answer if answer.startswith(prefill) else prefill + answer  # servers differ here
             except urllib.error.HTTPError as error:
                 if error.code != 429 and error.code < 500:  # our request is wrong: retrying cannot help
                     detail = error.read().decode(errors="replace")[:300]

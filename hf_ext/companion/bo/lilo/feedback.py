@@ -114,7 +114,11 @@ class LLMFeedback:
                 f"{describe(outcomes[j], self.names)}.\nWhich option does the decision maker prefer? Reply with "
                 'JSON only: {"choice": "A" or "B", "reason": "..."}'
             )
-            messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+            messages = [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": prompt},
+                {"role": "assistant", "content": '{"choice": "'},  # a 135M model keeps to JSON only when started
+            ]
             seed = (self.config.seed * 1_000_003 + round_index) * 1_009 + number
             votes = Counter(self._ask(messages, _choice, seed, round_index)).most_common()
             answered += bool(votes)
@@ -136,7 +140,11 @@ class LLMFeedback:
                 f"{self._context()}\nOutcome: {describe(outcome, self.names)}.\nHow likely is the decision maker "
                 'to accept it? Reply with JSON only: {"probability": a number from 0 to 1, "reason": "..."}'
             )
-            messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+            messages = [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": prompt},
+                {"role": "assistant", "content": '{"probability": '},
+            ]
             seed = (self.config.seed * 1_000_003 + round_index) * 1_009 + number
             values = self._ask(messages, _probability, seed, round_index)
             scores.append(sum(values) / len(values) if values else float("nan"))

@@ -12,10 +12,12 @@ on it: the same model and acquisition factories as :class:`~hf_ext.companion.bo.
 
 import itertools
 import random
+import warnings
 from dataclasses import dataclass, field
 
 import torch
 from botorch.acquisition.preference import AnalyticExpectedUtilityOfBestOption
+from botorch.exceptions.errors import ModelFittingError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models.pairwise_gp import PairwiseGP, PairwiseLaplaceMarginalLogLikelihood
 from botorch.optim import optimize_acqf
@@ -29,9 +31,17 @@ from .transcript import Transcript
 
 
 def fit_preference_model(outcomes: Tensor, comparisons: list[tuple[int, int]]) -> PairwiseGP:
-    """BoTorch's ``PairwiseGP`` on ``outcomes`` (``n x m``) and ``(winner, loser)`` index pairs, Laplace-fitted."""
+    """BoTorch's ``PairwiseGP`` on ``outcomes`` (``n x m``) and ``(winner, loser)`` index pairs, Laplace-fitted.
+
+    When every fitting attempt fails (it happens on a few contradictory labels), the model keeps its
+    default hyperparameters, with a warning: the round still learns from the labels.
+    """
     model = PairwiseGP(outcomes, torch.tensor(comparisons, dtype=torch.long))
-    fit_gpytorch_mll(PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model))
+    try:
+        fit_gpytorch_mll(PairwiseLaplaceMarginalLogLikelihood(model.likelihood, model))
+    except ModelFittingError as error:
+        warnings.warn(f"PairwiseGP kept its default hyperparameters: {error}", RuntimeWarning, stacklevel=2)
+        model = PairwiseGP(outcomes, torch.tensor(comparisons, dtype=torch.long))
     return model
 
 
@@ -137,7 +147,7 @@ class LLMOnlyProposer:
             f"{self.feedback._context()}\nTried so far: {tried}.\nPropose a new x of {X.shape[-1]} numbers in [0, 1] "
             'that the decision maker will like more. Reply with JSON only: {"x": [...]}'
         )
-        messages = [{"role": "user", "content": prompt}]
+        messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": '{"x": ['}]
         generator = _generator(self, round_index)
         batch = []
         for number in range(self.config.batch_size):

@@ -145,3 +145,9 @@ def test_http_backend_against_a_real_llama_cpp_server_on_loopback():
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_http_backend_returns_a_prefilled_answer_whole(chat_server):
+    prefilled = [*MESSAGES, {"role": "assistant", "content": '{"choice": "'}]
+    answer = OpenAIBackend(chat_server, timeout=5).complete(prefilled, seed=0)
+    assert answer.startswith('{"choice": "') and _ChatServer.requests[0][2]["messages"] == prefilled

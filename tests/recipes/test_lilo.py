@@ -11,11 +11,10 @@ def _flags(tmp_path, *extra):
 
 
 def test_quick_run_of_the_baselines_writes_results_plot_and_transcripts(tmp_path, capfd):
-    results = main(_flags(tmp_path, "--methods", "preferential", "true_utility", "random"))
+    results = main(_flags(tmp_path, "--methods", "preferential", "random"))
     summary = json.loads((tmp_path / "results.json").read_text())["summary"]
     assert summary == results["summary"] and set(summary) == {
         "dtlz2/preferential",
-        "dtlz2/true_utility",
         "dtlz2/random",
     }
     assert all(len(entry["gap_per_round"]) == 2 and entry["final_gap"] >= 0 for entry in summary.values())

@@ -90,7 +90,8 @@ class OpenAIBackend:
     """An OpenAI-compatible ``/chat/completions`` server at ``base_url``; the API key is read from ``api_key_env``.
 
     Each call waits at most ``timeout`` seconds and is tried ``1 + retries`` times (connection
-    errors, timeouts, HTTP 429 and 5xx), then fails with an error naming the URL.
+    errors, timeouts, HTTP 429 and 5xx; ``backoff`` seconds before the first retry, doubling up to
+    10), then fails with an error naming the URL.
     """
 
     base_url: str = "http://127.0.0.1:8000/v1"
@@ -100,11 +101,15 @@ class OpenAIBackend:
     temperature: float = 0.7
     timeout: float = 60.0
     retries: int = 2
+    backoff: float = 1.0
 
     def __post_init__(self):
         owner = type(self).__name__
         _check_sampling(owner, self.max_new_tokens, self.temperature)
         check_finite(owner, "timeout", self.timeout)
+        check_finite(owner, "backoff", self.backoff)
+        if self.backoff < 0:
+            raise ValueError(f"{owner}: `backoff` must be >= 0 seconds, got {self.backoff}")
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"{owner}: `base_url` must start with http:// or https://, got {self.base_url!r}")
         if not self.timeout > 0:
@@ -131,7 +136,7 @@ class OpenAIBackend:
         failure: Exception | None = None
         for attempt in range(1 + self.retries):
             if attempt:
-                time.sleep(min(2.0**attempt, 10.0))
+                time.sleep(min(self.backoff * 2 ** (attempt - 1), 10.0))
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
                     payload = json.load(response)

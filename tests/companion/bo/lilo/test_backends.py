@@ -61,7 +61,7 @@ def test_http_backend_sends_a_chat_completion_with_the_key_from_the_environment(
 
 def test_http_backend_retries_server_errors(chat_server):
     _ChatServer.failures = 2
-    assert "choice" in OpenAIBackend(chat_server, timeout=5, retries=2).complete(MESSAGES, seed=0)
+    assert "choice" in OpenAIBackend(chat_server, timeout=5, retries=2, backoff=0.0).complete(MESSAGES, seed=0)
     assert len(_ChatServer.requests) == 3
 
 
@@ -80,6 +80,7 @@ def test_an_unreachable_server_is_an_error_naming_the_url():
         ({"base_url": "localhost:8000"}, "`base_url` must start with http:// or https://"),
         ({"timeout": 0.0}, "`timeout` must be > 0 seconds"),
         ({"retries": -1}, "`retries` must be an integer >= 0"),
+        ({"backoff": -1.0}, "`backoff` must be >= 0 seconds"),
         ({"max_new_tokens": 0}, "`max_new_tokens` must be an integer >= 1"),
         ({"temperature": float("nan")}, "`temperature` must be a finite number"),
     ],

@@ -36,7 +36,7 @@ def test_lilo_runs_asks_labels_and_writes_an_auditable_transcript(tmp_path, dtlz
     answer = next(r for r in records if r["kind"] == "answer")
     assert answer["question"] == ANSWERS[0] and "option" in answer["answer"]
     assert "The decision maker said:" in backend.calls[1][1]["content"]  # the labels see the conversation
-    assert backend.calls[1][-1] == {"role": "assistant", "content": "{\"choice\": \""}  # prefilled JSON
+    assert backend.calls[1][-1] == {"role": "assistant", "content": '{"choice": "'}  # prefilled JSON
 
 
 def test_a_killed_run_resumes_from_its_transcript_without_repeating_an_llm_call(tmp_path, dtlz2):

@@ -13,7 +13,7 @@ STAMP_TEXT := $(TORCH) [$(EXTRAS)] $(ASSETS) $(shell cat setup.cfg pyproject.tom
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test test-fast demo bench gpu-check lint clean
+.PHONY: install test test-fast demo bench gpu-check llama-server lint clean
 
 install:
 	@if [ "$$(cat $(STAMP) 2>/dev/null)" = "$(STAMP_TEXT)" ]; then \
@@ -52,6 +52,11 @@ bench: install
 PYTHON_BIN ?=
 gpu-check:
 	PYTHON_BIN=$(PYTHON_BIN) bash benchmarks/gpu_check.sh
+
+# An OpenAI-compatible server for LILO's HTTP backend and its slow test: llama-cpp-python builds from
+# source (several CPU-minutes, niced); docs/lilo.md shows how to serve the offline SmolLM2 GGUF with it.
+llama-server: install
+	nice -n 19 $(PY) -m pip install --quiet "llama-cpp-python[server]"
 
 lint: install
 	$(VENV)/bin/ruff check .

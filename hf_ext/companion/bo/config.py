@@ -5,6 +5,16 @@ from dataclasses import dataclass, field
 
 from hf_ext._validation import check_finite_fields
 
+from .factories import (
+    AcquisitionFactory,
+    ModelFactory,
+    RCGPFactory,
+    RelevancePursuitFactory,
+    SingleTaskGPFactory,
+    ThompsonSamplingFactory,
+    UCBFactory,
+)
+
 MODELS = ("gp", "rcgp", "relevance_pursuit")
 ACQUISITIONS = ("ucb", "ts")
 
@@ -17,18 +27,19 @@ class BayesianOptimizationConfig:
     run's history and a resume under another config is refused.
     """
 
-    model: str = field(
+    model: str | ModelFactory = field(
         default="rcgp",
         metadata={
             "help": f"Surrogate, one of {list(MODELS)}: RobustConjugateGP, BoTorch's SingleTaskGP, or BoTorch's "
-            "RobustRelevancePursuitSingleTaskGP."
+            "RobustRelevancePursuitSingleTaskGP; or any model factory (X, Y) -> Model."
         },
     )
-    acquisition: str = field(
+    acquisition: str | AcquisitionFactory = field(
         default="ucb",
         metadata={
             "help": f"One of {list(ACQUISITIONS)}: UpperConfidenceBound maximised by optimize_acqf, or Thompson "
-            "sampling on `ts_candidates` random points."
+            "sampling on `ts_candidates` random points; or any acquisition factory (model, t) -> "
+            "AcquisitionFunction (or a BoTorch SamplingStrategy)."
         },
     )
     c: float | None = field(
@@ -52,10 +63,15 @@ class BayesianOptimizationConfig:
     def __post_init__(self):
         check_finite_fields(self)
         owner = type(self).__name__
-        if self.model not in MODELS:
-            raise ValueError(f"{owner}: `model` must be one of {list(MODELS)}, got {self.model!r}")
-        if self.acquisition not in ACQUISITIONS:
-            raise ValueError(f"{owner}: `acquisition` must be one of {list(ACQUISITIONS)}, got {self.acquisition!r}")
+        if not callable(self.model) and self.model not in MODELS:
+            raise ValueError(
+                f"{owner}: `model` must be one of {list(MODELS)}, got {self.model!r} (or a factory (X, Y) -> Model)"
+            )
+        if not callable(self.acquisition) and self.acquisition not in ACQUISITIONS:
+            raise ValueError(
+                f"{owner}: `acquisition` must be one of {list(ACQUISITIONS)}, got {self.acquisition!r} "
+                "(or a factory (model, t) -> AcquisitionFunction)"
+            )
         if self.c is not None and not 0 < self.c < math.inf:
             raise ValueError(f"{owner}: `c` must be a positive number or None (adaptive), got {self.c}")
         if not 0 < self.epsilon < 1:
@@ -69,6 +85,21 @@ class BayesianOptimizationConfig:
                 raise ValueError(f"{owner}: `{name}` must be {allowed}, got {value!r}")
         if not _is_int(self.seed):
             raise ValueError(f"{owner}: `seed` must be an integer, got {self.seed!r}")
+
+
+    def model_factory(self) -> ModelFactory:
+        """``model`` itself when it is a factory, else a fresh ready-made one for its name."""
+        if callable(self.model):
+            return self.model
+        if self.model == "rcgp":
+            return RCGPFactory(c=self.c, epsilon=self.epsilon)
+        return SingleTaskGPFactory() if self.model == "gp" else RelevancePursuitFactory()
+
+    def acquisition_factory(self, dim: int) -> AcquisitionFactory:
+        """``acquisition`` itself when it is a factory, else the ready-made one for its name (inputs of ``dim``)."""
+        if callable(self.acquisition):
+            return self.acquisition
+        return UCBFactory(dim, self.beta_scale) if self.acquisition == "ucb" else ThompsonSamplingFactory()
 
 
 def _is_int(value) -> bool:

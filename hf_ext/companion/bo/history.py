@@ -44,8 +44,12 @@ def _evaluation(record: Any, expected_round: int, dim: int) -> Evaluation:
     return Evaluation(**record)
 
 
-def read_history(path: Path, dim: int) -> list[Evaluation]:
-    """The evaluations in ``path`` (none if it does not exist), in round order; see the module docstring."""
+def read_json_lines(path: Path) -> list[tuple[int, Any]]:
+    """``(line number, record)`` of every record in the append-only JSON-lines file ``path`` (none if absent).
+
+    A torn last line is dropped with a warning and cut from the file (see the module docstring);
+    any other line that is not JSON is an error naming the file and the line.
+    """
     if not path.is_file():
         return []
     data = path.read_bytes()
@@ -58,20 +62,31 @@ def read_history(path: Path, dim: int) -> list[Evaluation]:
             warnings.warn(
                 f"{path}, line {len(lines) + 1}: dropped a torn last line (no newline, not valid JSON: {error}); "
                 "its writer was killed mid-write, the run resumes from the lines before it",
-                stacklevel=3,
+                stacklevel=4,
             )
             os.truncate(path, len(head) + len(newline))
-        else:  # complete but unterminated: end it, so that the next evaluation starts a line of its own
+        else:  # complete but unterminated: end it, so that the next record starts a line of its own
             with path.open("ab") as handle:
                 handle.write(b"\n")
             lines.append(tail)
-    history: list[Evaluation] = []
+    records = []
     for number, line in enumerate(lines, start=1):
         if line.strip():
             try:
-                history.append(_evaluation(_decode(line), len(history), dim))
+                records.append((number, _decode(line)))
             except ValueError as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                 raise ValueError(f"{path}, line {number}: {error}") from error
+    return records
+
+
+def read_history(path: Path, dim: int) -> list[Evaluation]:
+    """The evaluations in ``path`` (none if it does not exist), in round order; see the module docstring."""
+    history: list[Evaluation] = []
+    for number, record in read_json_lines(path):
+        try:
+            history.append(_evaluation(record, len(history), dim))
+        except ValueError as error:
+            raise ValueError(f"{path}, line {number}: {error}") from error
     return history
 
 

@@ -1,4 +1,8 @@
-"""The BO loop: GP-UCB, RCGP-UCB (stable and adaptive), GP-TS and RCGP-TS on BoTorch, with a history on disk.
+"""The BO loop: a model factory and an acquisition factory on BoTorch, with a history on disk.
+
+GP-UCB, RCGP-UCB (stable and adaptive), GP-TS and RCGP-TS are its ready-made settings
+(:mod:`hf_ext.companion.bo.factories`); any ``(X, Y) -> Model`` and ``(model, t) ->
+AcquisitionFunction`` plug in the same way.
 
 Every evaluation is appended to ``history_file`` (JSON lines) the moment it is made, and a loop
 created on an existing file resumes from it: an expensive objective's points are never lost,
@@ -9,62 +13,24 @@ settings are stored next to it (``<name>.settings.json``) and a resume under oth
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, fields, is_dataclass, replace
+from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
-from botorch.acquisition import UpperConfidenceBound
-from botorch.fit import fit_gpytorch_mll
-from botorch.generation import MaxPosteriorSampling
-from botorch.models import SingleTaskGP
-from botorch.models.robust_relevance_pursuit_model import RobustRelevancePursuitSingleTaskGP
-from botorch.models.transforms import Standardize
+from botorch.acquisition import AcquisitionFunction
+from botorch.generation.sampling import SamplingStrategy
 from botorch.optim import optimize_acqf
 from botorch.test_functions.base import BaseTestProblem
-from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from .adversary import NoCorruption
 from .config import BayesianOptimizationConfig
 from .history import Evaluation, append_evaluation, read_history
-from .rcgp import RobustConjugateGP
 from .settings import check_and_store_settings
 
 VARIANTS = ("stable", "adaptive")
-# Standard GPs cannot hold an infinite observation; they see +-CLIP instead (and are wrecked by it).
-CLIP = 1e10
-
-
-def robust_standardize(values: Tensor) -> tuple[Tensor, float, float]:
-    """``(values - median) / (1.4826 MAD)`` over the finite values; infinities stay infinite.
-
-    Mean and standard deviation would be destroyed by a single huge or infinite observation.
-    """
-    finite = values[torch.isfinite(values)]
-    if len(finite) == 0:
-        return values, 0.0, 1.0
-    center = finite.median().item()
-    scale = 1.4826 * (finite - center).abs().median().item()
-    if scale <= 0:
-        scale = finite.std().item() if len(finite) > 1 else 0.0
-    scale = scale if scale > 0 else 1.0
-    return (values - center) / scale, center, scale
-
-
-def ucb_beta(round_index: int, dim: int, delta: float = 0.1, scale: float = 0.2) -> float:
-    """GP-UCB's exploration weight for a continuous domain (Srinivas et al., 2010, Theorem 2), times ``scale``.
-
-    ``2 log(2 pi^2 t^2 / (3 delta)) + 2 d log(t^2 d sqrt(log(4 d / delta)))`` with the domain and
-    smoothness constants set to 1 (inputs in the unit cube). The bound's value over-explores in
-    practice; ``scale=0.2`` is the usual correction (Kandasamy et al.), ``scale=1`` the theory's.
-    """
-    t = max(round_index, 1)
-    theory = 2 * math.log(2 * math.pi**2 * t**2 / (3 * delta)) + 2 * dim * math.log(
-        t**2 * dim * math.sqrt(math.log(4 * dim / delta))
-    )
-    return scale * theory
 
 
 def _checked_bounds(bounds) -> Tensor:
@@ -100,7 +66,7 @@ def _config_from(config: BayesianOptimizationConfig | None, deprecated_settings:
 
 
 def _description(thing: Any) -> dict[str, Any]:
-    """What identifies an objective or adversary in stored settings: its type, and its init fields when known."""
+    """What identifies an objective, adversary or factory in stored settings: its type, and its init fields."""
     if isinstance(thing, BaseTestProblem):
         return {"type": type(thing).__qualname__, "negate": thing.negate, "noise_std": thing.noise_std}
     if is_dataclass(thing):
@@ -109,9 +75,10 @@ def _description(thing: Any) -> dict[str, Any]:
 
 
 class BayesianOptimization:
-    """Maximise ``objective`` over the box ``bounds`` with a GP or RCGP surrogate and UCB or Thompson sampling.
+    """Maximise ``objective`` over the box ``bounds`` with the config's model and acquisition factories.
 
-    The settings that choose the queries are one :class:`BayesianOptimizationConfig`; what the
+    The settings that choose the queries are one :class:`BayesianOptimizationConfig` (its ``model``
+    and ``acquisition`` a ready-made name or a factory of your own); what the
     loop is run on (the objective, its domain, an adversary, where the history goes) are separate
     arguments, as a BoTorch model takes its data and a settings object apart. Earlier versions
     took the config's fields as keyword arguments: those still work, with a ``FutureWarning``.
@@ -156,6 +123,8 @@ class BayesianOptimization:
         self.adversary.corrupted_rounds.extend(e.round for e in self.history if e.corrupted)
         seed = self.config.seed
         self._initial = SobolEngine(self.dim, scramble=True, seed=seed).draw(self.n_initial, dtype=torch.float64)
+        self.model_factory = self.config.model_factory()
+        self.acquisition_factory = self.config.acquisition_factory(self.dim)
         self.model = None
 
     @property
@@ -167,8 +136,9 @@ class BayesianOptimization:
 
     def settings(self) -> dict[str, Any]:
         """Everything that decides this run's queries and observations (JSON-serialisable)."""
+        config = {f.name: getattr(self.config, f.name) for f in fields(self.config)} | {"n_initial": self.n_initial}
         return {
-            "config": asdict(replace(self.config, n_initial=self.n_initial)),
+            "config": {name: _description(v) if callable(v) else v for name, v in config.items()},
             "bounds": self.bounds.tolist(),
             "objective": _description(self.objective),
             "adversary": _description(self.adversary),
@@ -186,19 +156,8 @@ class BayesianOptimization:
         return X, Y
 
     def fit_model(self):
-        """The surrogate on every observation so far (robustly standardised for RCGP)."""
-        X, Y = self._training_data()
-        if self.config.model == "rcgp":
-            Y, _, _ = robust_standardize(Y)
-            model = RobustConjugateGP(X, Y, c=self.config.c, epsilon=self.config.epsilon)
-            if isinstance(self.model, RobustConjugateGP):  # warm start from the last round's fit
-                model.covar_module.load_state_dict(self.model.covar_module.state_dict())
-                model.raw_noise.data.copy_(self.model.raw_noise.data)
-            return model.fit(max_iter=20)
-        model_class = SingleTaskGP if self.config.model == "gp" else RobustRelevancePursuitSingleTaskGP
-        model = model_class(X, Y.clamp(-CLIP, CLIP), outcome_transform=Standardize(1))
-        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
-        return model
+        """The model factory's surrogate on every observation so far."""
+        return self.model_factory(*self._training_data())
 
     def suggest(self) -> Tensor:
         """The next query in the unit cube: Sobol during the initial design, then the acquisition's choice."""
@@ -206,24 +165,25 @@ class BayesianOptimization:
         if round_index < self.n_initial:
             return self._initial[round_index : round_index + 1]
         self.model = self.fit_model()
-        unit = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(torch.float64)
+        acquisition = self.acquisition_factory(self.model, round_index - self.n_initial + 1)
         generator = torch.Generator().manual_seed(self.config.seed * 100_003 + round_index)
-        if self.config.acquisition == "ucb":
-            beta = ucb_beta(round_index - self.n_initial + 1, self.dim, scale=self.config.beta_scale)
-            with torch.random.fork_rng(devices=[]):
+        if isinstance(acquisition, SamplingStrategy):
+            candidates = torch.rand(self.config.ts_candidates, self.dim, dtype=torch.float64, generator=generator)
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
                 torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
-                candidate, _ = optimize_acqf(
-                    UpperConfidenceBound(self.model, beta=beta),
-                    unit,
-                    q=1,
-                    num_restarts=self.config.num_restarts,
-                    raw_samples=self.config.raw_samples,
-                )
-            return candidate.detach()
-        candidates = torch.rand(self.config.ts_candidates, self.dim, dtype=torch.float64, generator=generator)
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
+                return acquisition(candidates, num_samples=1)
+        if not isinstance(acquisition, AcquisitionFunction):
+            raise TypeError(
+                "the acquisition factory must return a BoTorch AcquisitionFunction or SamplingStrategy, "
+                f"got {type(acquisition).__name__}"
+            )
+        unit = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(torch.float64)
+        with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
-            return MaxPosteriorSampling(self.model, replacement=False)(candidates, num_samples=1)
+            candidate, _ = optimize_acqf(
+                acquisition, unit, q=1, num_restarts=self.config.num_restarts, raw_samples=self.config.raw_samples
+            )
+        return candidate.detach()
 
     def _evaluate(self, x: Tensor) -> float:
         round_index = len(self.history)

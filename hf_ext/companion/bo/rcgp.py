@@ -19,41 +19,46 @@ import math
 
 import torch
 from botorch.models.model import Model
+from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
 from botorch.posteriors.gpytorch import GPyTorchPosterior
-from gpytorch.constraints import Interval
+from gpytorch.constraints import GreaterThan, Interval
 from gpytorch.distributions import MultivariateNormal
-from gpytorch.kernels import MaternKernel
-from gpytorch.priors import LogNormalPrior
+from gpytorch.kernels import Kernel
 from torch import Tensor, nn
 
 
-def adaptive_threshold(residuals: Tensor, epsilon: float = 0.05) -> float:
-    """RCGP's data-driven soft threshold: the ``1 - epsilon`` quantile of ``|residuals|``.
+def adaptive_threshold(residuals: Tensor, epsilon: float = 0.05, max_scales: float = 3.0) -> float:
+    """RCGP's data-driven soft threshold: the ``1 - epsilon`` quantile of ``|residuals|``, kept on the clean scale.
 
-    The quantile takes the lower order statistic, so it is a value of the data; when it is
-    infinite (more than an ``epsilon`` share of infinite residuals) the largest finite ``|r|`` is
-    used instead, and a threshold of 0 (all residuals 0) becomes 1.
+    The quantile takes the lower order statistic, so it is a value of the data. When more than an
+    ``epsilon`` share of the residuals are corrupted it would be one of them (``inf``, or ``1e300``:
+    robustness switched off, and ``c**2`` overflowing), so it is capped at ``max_scales`` robust
+    scales of the finite residuals (``1.4826`` times their median magnitude: the MAD, the residuals
+    being centred by the median prior mean), which no minority of corrupted points can move. A
+    threshold of 0 (all residuals 0) becomes 1.
     """
     magnitudes = residuals.abs().flatten()
-    c = torch.quantile(magnitudes, 1 - epsilon, interpolation="lower").item()
-    if not math.isfinite(c):
-        finite = magnitudes[torch.isfinite(magnitudes)]
-        c = finite.max().item() if len(finite) else 1.0
+    finite = magnitudes[torch.isfinite(magnitudes)]
+    if len(finite) == 0:
+        return 1.0
+    quantile = torch.quantile(magnitudes, 1 - epsilon, interpolation="lower").item()
+    c = min(quantile, max_scales * 1.4826 * finite.median().item(), finite.max().item())
     return c if c > 0 else 1.0
 
 
-def _default_kernel(dim: int) -> MaternKernel:
-    """Matern-5/2 with one lengthscale per input, as BoTorch's ``SingleTaskGP`` sets it up.
+def _default_kernel(dim: int) -> Kernel:
+    """BoTorch's own default for ``SingleTaskGP`` (0.18): ``get_covar_module_with_dim_scaled_prior``.
 
-    Inputs are in the unit cube and outputs on a robust unit scale, so like BoTorch the output
-    scale is fixed at 1 and the lengthscales carry its dimension-scaled log-normal prior, which
-    keeps the fit away from tiny lengthscales on few points.
+    That is an RBF kernel with one lengthscale per input, the dimension-scaled log-normal
+    lengthscale prior (initialised at its mode), a lengthscale floor of 0.025 and no output scale:
+    inputs here are in the unit cube and outputs robustly standardised, as BoTorch assumes.
+    BoTorch keeps the floor with scipy's bounds on an untransformed parameter; :meth:`fit` uses
+    torch's unconstrained L-BFGS, so the same floor is kept by a softplus transform instead.
     """
-    prior = LogNormalPrior(loc=math.sqrt(2) + 0.5 * math.log(dim), scale=math.sqrt(3))
-    kernel = MaternKernel(
-        nu=2.5, ard_num_dims=dim, lengthscale_prior=prior, lengthscale_constraint=Interval(5e-3, 10.0)
-    )
-    kernel.lengthscale = prior.mode.clamp(max=5.0)
+    kernel = get_covar_module_with_dim_scaled_prior(ard_num_dims=dim)
+    initial = kernel.lengthscale.detach().clone()
+    kernel.register_constraint("raw_lengthscale", GreaterThan(kernel.raw_lengthscale_constraint.lower_bound))
+    kernel.lengthscale = initial
     return kernel
 
 
@@ -69,7 +74,7 @@ class RobustConjugateGP(Model):
         prior_mean: the constant prior mean ``m``; ``None`` takes the median of the finite observations.
         noise: initial ``sigma^2`` (fitted by :meth:`fit`, kept in ``[1e-4, 1]``: put ``train_Y`` on a
             unit scale first, robustly, e.g. by :func:`hf_ext.companion.bo.robust_standardize`).
-        covar_module: a GPyTorch kernel; default Matern-5/2 ARD with BoTorch's lengthscale prior.
+        covar_module: a GPyTorch kernel; default BoTorch's own ``SingleTaskGP`` kernel (RBF, ARD, its priors).
     """
 
     num_outputs = 1
@@ -132,10 +137,11 @@ class RobustConjugateGP(Model):
         """``s`` and ``S z``, finite for every residual including ``+-inf``."""
         sigma = self.noise.sqrt()
         residuals = self.train_Y.squeeze(-1) - self.prior_mean
+        c = torch.as_tensor(self.c, dtype=residuals.dtype, device=residuals.device)  # c**2 may exceed a float
         s = self.weights() / sigma
         # s_i z_i = sign(r) c / sqrt(1 + (c/r)^2) / sigma * (1 + 2 sigma^2 / (c^2 + r^2)), stable at r = 0 and inf.
-        magnitude = self.c * torch.rsqrt(1 + (self.c / residuals) ** 2) / sigma
-        scaled_targets = residuals.sign() * magnitude * (1 + 2 * self.noise / (self.c**2 + residuals**2))
+        magnitude = c * torch.rsqrt(1 + (c / residuals) ** 2) / sigma
+        scaled_targets = residuals.sign() * magnitude * (1 + 2 * self.noise / (c**2 + residuals**2))
         return s, scaled_targets
 
     def _factor(self) -> tuple[Tensor, Tensor, Tensor]:

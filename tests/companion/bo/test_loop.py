@@ -1,8 +1,11 @@
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
+from botorch.acquisition import PosteriorMean
+from botorch.models import SingleTaskGP
 from botorch.test_functions import Branin
 
 from hf_ext.companion.bo import (
@@ -11,6 +14,8 @@ from hf_ext.companion.bo import (
     BayesianOptimizationConfig,
     FrequencyLimitedAdversary,
     NoCorruption,
+    RCGPFactory,
+    UCBFactory,
     regret_curves,
     robust_standardize,
     ucb_beta,
@@ -149,3 +154,66 @@ def test_a_nan_objective_value_is_refused(tmp_path):
     loop = BayesianOptimization(lambda x: float("nan"), [[0.0], [1.0]], history_file=tmp_path / "h.jsonl")
     with pytest.raises(ValueError, match="returned NaN at round 0"):
         loop.run(2)
+
+
+FIXED_SEED_HISTORIES = Path(__file__).parent / "data" / "fixed_seed_histories.json"
+# name -> config fields; recorded by the loop before its factories (string switch, if/else), the RCGP ones
+# again with that loop once RCGP took BoTorch's kernel and the capped adaptive threshold.
+RECORDED = {
+    "rcgp_ucb_2.0": {"model": "rcgp", "acquisition": "ucb", "c": 2.0},
+    "rcgp_ucb_None": {"model": "rcgp", "acquisition": "ucb", "c": None},
+    "gp_ucb_2.0": {"model": "gp", "acquisition": "ucb"},
+    "rcgp_ts_2.0": {"model": "rcgp", "acquisition": "ts", "c": 2.0},
+    "gp_ts_2.0": {"model": "gp", "acquisition": "ts"},
+}
+
+
+def _fixed_seed_run(**settings):
+    branin = Branin(negate=True)
+    adversary = FrequencyLimitedAdversary(14, magnitude=math.inf, direction=1, placement="random", seed=1)
+    config = BayesianOptimizationConfig(seed=3, num_restarts=2, raw_samples=32, ts_candidates=64, **settings)
+    return BayesianOptimization(branin, branin.bounds, config, adversary=adversary).run(14)
+
+
+@pytest.mark.parametrize("name", list(RECORDED))
+def test_the_factory_loop_reproduces_the_recorded_fixed_seed_history(name):
+    recorded = json.loads(FIXED_SEED_HISTORIES.read_text())[name]
+    history = _fixed_seed_run(**RECORDED[name])
+    torch.testing.assert_close(
+        torch.tensor([e.x for e in history], dtype=torch.float64),
+        torch.tensor([x for x, _, _ in recorded], dtype=torch.float64),
+        atol=1e-6,
+        rtol=1e-6,
+    )
+    assert [e.observed for e in history] == pytest.approx([observed for _, observed, _ in recorded], rel=1e-6)
+
+
+def test_factories_passed_as_objects_are_the_ready_made_names():
+    by_name = _fixed_seed_run(model="rcgp", acquisition="ucb", c=2.0)
+    by_factory = _fixed_seed_run(model=RCGPFactory(c=2.0), acquisition=UCBFactory(dim=2))
+    assert by_factory == by_name
+
+
+def test_any_model_and_acquisition_factory_plugs_in(tmp_path):
+    seen = []
+
+    def model_factory(X, Y):
+        seen.append(len(X))
+        model = SingleTaskGP(X, Y)
+        return model
+
+    def acquisition_factory(model, t):
+        return PosteriorMean(model)
+
+    config = BayesianOptimizationConfig(model=model_factory, acquisition=acquisition_factory, n_initial=3)
+    loop = BayesianOptimization(_parabola, [[0.0], [1.0]], config, history_file=tmp_path / "h.jsonl")
+    assert len(loop.run(5)) == 5 and seen == [3, 4]
+    stored = json.loads((tmp_path / "h.settings.json").read_text())["config"]
+    assert stored["model"] == {"type": "test_any_model_and_acquisition_factory_plugs_in.<locals>.model_factory"}
+    bad = BayesianOptimizationConfig(model=model_factory, acquisition=lambda model, t: "ucb", n_initial=1)
+    with pytest.raises(TypeError, match="must return a BoTorch AcquisitionFunction or SamplingStrategy, got str"):
+        BayesianOptimization(_parabola, [[0.0], [1.0]], bad).run(2)
+
+
+def _parabola(x):
+    return -(x - 0.3).pow(2).sum()

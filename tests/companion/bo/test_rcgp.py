@@ -138,3 +138,24 @@ def test_bad_input_names_the_field(kwargs, message):
     X, Y = _data()
     with pytest.raises(ValueError, match=message):
         RobustConjugateGP(**{"train_X": X, "train_Y": Y} | kwargs)
+
+
+def test_adaptive_threshold_stays_on_the_clean_scale_when_more_than_epsilon_is_corrupted():
+    # 30 points of a smooth 1-D function, 3 of them (10% > epsilon = 5%) corrupted: +inf, +inf, -1e300.
+    X = torch.linspace(0, 1, 30, dtype=torch.float64)[:, None]
+    clean_Y = torch.sin(6 * X)
+    corrupted = [4, 17, 25]
+    Y = clean_Y.clone()
+    Y[corrupted] = torch.tensor([[math.inf], [math.inf], [-1e300]], dtype=torch.float64)
+    model = RobustConjugateGP(X, Y, noise=1e-3)  # adaptive: before the fix, c ~ 1e300 and c**2 overflowed
+    assert model.c < 3 * 1.4826 * (clean_Y - clean_Y.median()).abs().median() + 1e-9
+    model.fit(max_iter=10)
+    kept = [i for i in range(30) if i not in corrupted]
+    clean = RobustConjugateGP(X[kept], clean_Y[kept], c=1e9, prior_mean=model.prior_mean, noise=model.noise.item())
+    clean.covar_module.load_state_dict(model.covar_module.state_dict())  # the standard GP, same hyperparameters
+    X_test = torch.rand(20, 1, dtype=torch.float64)
+    with torch.no_grad():
+        robust, standard = model.posterior(X_test), clean.posterior(X_test)
+    assert torch.isfinite(robust.mean).all() and torch.isfinite(robust.variance).all()
+    assert (robust.mean - standard.mean).abs().max() < 0.05  # the function spans [-1, 1]
+    assert (robust.variance.sqrt() - standard.variance.sqrt()).abs().max() < 0.05

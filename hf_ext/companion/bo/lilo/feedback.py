@@ -1,0 +1,173 @@
+"""Preference signals from language: the LLM asks the decision maker, then labels pairs or scores outcomes.
+
+``LLMFeedback`` is LILO's: each round the LLM asks one question about a few outcomes, the
+decision maker answers in words, and, given everything said so far, the LLM labels pairs of
+observed outcomes (JSON: choice and reason, several samples, majority vote) or gives each outcome
+a probability of acceptance. A sample that is not valid JSON is retried with another seed, then
+dropped; a round with fewer valid labels than ``min_answer_rate`` is an error, with every call
+kept in the transcript. ``OracleFeedback`` gives the true answers (the baselines' feedback).
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from .backends import LLMBackend
+from .config import LILOConfig
+from .decision_makers import DecisionMaker
+from .parsing import parse_json_object
+from .transcript import Transcript
+
+SYSTEM = "You help a decision maker choose among outcomes. Answer briefly."
+
+
+class LLMAnswerError(RuntimeError):
+    """The language model gave too few valid answers; the run's state is in its transcript."""
+
+
+def describe(outcome: Tensor, names: list[str]) -> str:
+    return ", ".join(f"{name} {value:.2f}" for name, value in zip(names, outcome.tolist(), strict=True))
+
+
+def _choice(answer: dict) -> int | None:
+    """0 for option A, 1 for option B, None when the answer names neither."""
+    choice = str(answer.get("choice", "")).strip().upper().removeprefix("OPTION").strip()
+    return {"A": 0, "1": 0, "B": 1, "2": 1}.get(choice)
+
+
+def _probability(answer: dict) -> float | None:
+    try:
+        value = float(answer.get("probability"))
+    except (TypeError, ValueError):
+        return None
+    value = value / 100 if 1 < value <= 100 else value
+    return value if 0 <= value <= 1 else None
+
+
+@dataclass
+class LLMFeedback:
+    """LILO's feedback: conversation with the decision maker, then LLM labels or scores (see the module docstring)."""
+
+    backend: LLMBackend
+    decision_maker: DecisionMaker
+    names: list[str]
+    config: LILOConfig
+    transcript: Transcript
+    notes: list[str] = field(default_factory=list, init=False)
+
+    def _context(self) -> str:
+        said = " ".join([self.decision_maker.prior_knowledge(), *self.notes]).strip()
+        return f"The decision maker said: {said}" if said else "The decision maker has said nothing yet."
+
+    def converse(self, round_index: int, outcomes: Tensor) -> str:
+        """The LLM asks about ``outcomes`` (numbered from 1), the decision maker answers; the answer is kept."""
+        listing = "; ".join(f"option {i + 1}: {describe(o, self.names)}" for i, o in enumerate(outcomes))
+        messages = [
+            {"role": "system", "content": SYSTEM},
+            {
+                "role": "user",
+                "content": f"{self._context()}\nOutcomes: {listing}.\nAsk the decision maker one "
+                "short question about these outcomes.",
+            },
+        ]
+        seed = self.config.seed * 1_000_003 + round_index
+        question = self.transcript.complete(self.backend, messages, seed, round=round_index, role="question")
+        answer = self.decision_maker.answer(question, outcomes)
+        self.transcript.record(f"answer:{round_index}", "answer", round=round_index, question=question, answer=answer)
+        self.notes.append(answer)
+        return answer
+
+    def _ask(self, messages: list[dict], read, seed: int, round_index: int):
+        """Valid answers of ``config.samples`` samples, each tried ``1 + max_retries`` times with a new seed."""
+        values = []
+        for sample in range(self.config.samples):
+            for attempt in range(1 + self.config.max_retries):
+                text = self.transcript.complete(
+                    self.backend, messages, seed + 7919 * sample + 104_729 * attempt, round=round_index
+                )
+                try:
+                    value = read(parse_json_object(text))
+                except ValueError:
+                    value = None
+                if value is not None:
+                    values.append(value)
+                    break
+        return values
+
+    def _check_rate(self, round_index: int, valid: int, asked: int, what: str) -> None:
+        if valid < self.config.min_answer_rate * asked:
+            where = self.transcript.path or "the in-memory transcript"
+            raise LLMAnswerError(
+                f"round {round_index}: the language model gave valid JSON for {valid} of {asked} {what} after "
+                f"{1 + self.config.max_retries} tries each (min_answer_rate={self.config.min_answer_rate}); "
+                f"every call and answer so far is kept in {where}"
+            )
+
+    def label(self, round_index: int, pairs: list[tuple[int, int]], outcomes: Tensor) -> list[tuple[int, int]]:
+        """``(winner, loser)`` for each pair the LLM labels validly (majority of its samples; ties dropped)."""
+        comparisons, answered = [], 0
+        for number, (i, j) in enumerate(pairs):
+            prompt = (
+                f"{self._context()}\nOption A: {describe(outcomes[i], self.names)}.\nOption B: "
+                f"{describe(outcomes[j], self.names)}.\nWhich option does the decision maker prefer? Reply with "
+                'JSON only: {"choice": "A" or "B", "reason": "..."}'
+            )
+            messages = [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": prompt},
+                {"role": "assistant", "content": '{"choice": "'},  # a 135M model keeps to JSON only when started
+            ]
+            seed = (self.config.seed * 1_000_003 + round_index) * 1_009 + number
+            votes = Counter(self._ask(messages, _choice, seed, round_index)).most_common()
+            answered += bool(votes)
+            choice = votes[0][0] if votes and (len(votes) == 1 or votes[0][1] > votes[1][1]) else None
+            record = {"round": round_index, "pair": [i, j], "votes": dict(votes), "choice": choice}
+            if hasattr(self.decision_maker, "prefers_first") and choice is not None:
+                record["correct"] = (choice == 0) == self.decision_maker.prefers_first(outcomes[i], outcomes[j])
+            self.transcript.record(f"label:{round_index}:{i}:{j}", "label", **record)
+            if choice is not None:
+                comparisons.append((i, j) if choice == 0 else (j, i))
+        self._check_rate(round_index, answered, len(pairs), "pairs")
+        return comparisons
+
+    def score(self, round_index: int, outcomes: Tensor) -> Tensor:
+        """Each outcome's mean probability of acceptance by the LLM (NaN where no sample was valid)."""
+        scores = []
+        for number, outcome in enumerate(outcomes):
+            prompt = (
+                f"{self._context()}\nOutcome: {describe(outcome, self.names)}.\nHow likely is the decision maker "
+                'to accept it? Reply with JSON only: {"probability": a number from 0 to 1, "reason": "..."}'
+            )
+            messages = [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": prompt},
+                {"role": "assistant", "content": '{"probability": '},
+            ]
+            seed = (self.config.seed * 1_000_003 + round_index) * 1_009 + number
+            values = self._ask(messages, _probability, seed, round_index)
+            scores.append(sum(values) / len(values) if values else float("nan"))
+            self.transcript.record(
+                f"score:{round_index}:{number}", "score", round=round_index, outcome=number, samples=values
+            )
+        scores = torch.tensor(scores, dtype=outcomes.dtype)
+        self._check_rate(round_index, int(torch.isfinite(scores).sum()), len(scores), "outcomes")
+        return scores
+
+
+@dataclass
+class OracleFeedback:
+    """The true comparisons and utilities of a simulated decision maker: preferential BO and BO on the utility."""
+
+    decision_maker: DecisionMaker
+
+    def converse(self, round_index: int, outcomes: Tensor) -> str:
+        return ""
+
+    def label(self, round_index: int, pairs: list[tuple[int, int]], outcomes: Tensor) -> list[tuple[int, int]]:
+        prefers = self.decision_maker.prefers_first
+        return [(i, j) if prefers(outcomes[i], outcomes[j]) else (j, i) for i, j in pairs]
+
+    def score(self, round_index: int, outcomes: Tensor) -> Tensor:
+        return self.decision_maker.utility(outcomes)

@@ -1,0 +1,145 @@
+"""The LILO loop and its baselines in one harness: initial design, then rounds of feedback and a batch each.
+
+    X (Sobol) -> outcomes -> [LLM asks, decision maker answers -> LLM labels EUBO-chosen pairs
+    -> PairwiseGP -> posterior mean as utility -> proxy GP -> qLogNEI batch] -> outcomes -> ...
+
+Every LLM call, answer, label and evaluation goes to the transcript (JSON lines) as it is made;
+a loop created on an existing transcript replays the run and takes every LLM answer from it, so
+a killed run resumes without repeating a call, and only under the settings stored beside it.
+"""
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.quasirandom import SobolEngine
+
+from ..factories import AcquisitionFactory, ModelFactory
+from ..loop import _description
+from ..settings import check_and_store_settings
+from .backends import LLMBackend
+from .config import LILOConfig
+from .decision_makers import DecisionMaker
+from .environments import Environment
+from .feedback import LLMFeedback, OracleFeedback
+from .proposers import LLMOnlyProposer, PreferenceProposer, RandomProposer, UtilityProposer
+from .transcript import Transcript
+
+METHODS = ("lilo", "preferential", "true_utility", "llm_only", "random")
+LLM_METHODS = ("lilo", "llm_only")
+
+
+@dataclass
+class RoundResult:
+    """After a round: evaluations so far, the true utility of the best of them, LLM calls and label accuracy."""
+
+    round: int
+    evaluations: int
+    best_utility: float
+    llm_calls: int
+    labels: int
+    correct_labels: int
+
+
+class LILO:
+    """Language-in-the-loop BO on ``environment`` (``method="lilo"``), or one of its baselines in the same harness.
+
+    Args:
+        environment: the problem, its outcomes and its hidden utility (:mod:`.environments`).
+        backend: the language model (``lilo`` and ``llm_only``; see :mod:`.backends`).
+        config: rounds, batch size, pairs, samples, retries, seed (:class:`LILOConfig`).
+        method: ``lilo`` (``config.feedback`` pairwise or scalar), ``preferential`` (EUBO on true
+            comparisons), ``true_utility`` (BO on the utility itself), ``llm_only`` or ``random``.
+        decision_maker: who answers (default: the environment's simulated one, seeded by ``config.seed``).
+        transcript_file: JSON lines of the run; resumed when it exists, under the same settings only.
+        model_factory, acquisition_factory: the proxy GP and the batch acquisition (default SingleTaskGP, qLogNEI).
+    """
+
+    def __init__(
+        self,
+        environment: Environment,
+        backend: LLMBackend | None = None,
+        config: LILOConfig | None = None,
+        method: str = "lilo",
+        decision_maker: DecisionMaker | None = None,
+        transcript_file: str | Path | None = None,
+        model_factory: ModelFactory | None = None,
+        acquisition_factory: AcquisitionFactory | None = None,
+    ):
+        if method not in METHODS:
+            raise ValueError(f"LILO: `method` must be one of {list(METHODS)}, got {method!r}")
+        if method in LLM_METHODS and backend is None:
+            raise ValueError(f"LILO: method {method!r} needs a `backend` (a language model), got None")
+        self.environment, self.method = environment, method
+        self.config = config if config is not None else LILOConfig()
+        self.decision_maker = decision_maker or environment.decision_maker(self.config.seed)
+        self.backend = backend if method in LLM_METHODS else None
+        path = None if transcript_file is None else Path(transcript_file)
+        if path is not None:
+            check_and_store_settings(
+                path.with_name(f"{path.stem}.settings.json"),
+                self.settings(),
+                resuming=path.is_file() and path.stat().st_size > 0,
+                run=f"the LILO transcript {path}",
+                start_fresh=f"pass another `transcript_file`, or delete {path}",
+            )
+        self.transcript = Transcript(path)
+        factories = {"model_factory": model_factory, "acquisition_factory": acquisition_factory}
+        self.proposer = self._proposer({k: v for k, v in factories.items() if v is not None})
+
+    def settings(self) -> dict[str, Any]:
+        """What decides the run's questions, labels and points (JSON-serialisable)."""
+        return {
+            "method": self.method,
+            "config": asdict(self.config),
+            "environment": self.environment.name,
+            "backend": _description(self.backend) if self.backend is not None else None,
+            "decision_maker": _description(self.decision_maker),
+        }
+
+    def _proposer(self, factories: dict):
+        config, names = self.config, self.environment.names
+        if self.method == "random":
+            return RandomProposer(config)
+        if self.method in LLM_METHODS:
+            feedback = LLMFeedback(self.backend, self.decision_maker, names, config, self.transcript)
+        else:
+            feedback = OracleFeedback(self.decision_maker)
+        if self.method == "llm_only":
+            return LLMOnlyProposer(config, feedback, self.transcript)
+        scalar = self.method == "true_utility" or (self.method == "lilo" and config.feedback == "scalar")
+        return (UtilityProposer if scalar else PreferenceProposer)(config, feedback=feedback, **factories)
+
+    def _result(self, round_index: int, X: torch.Tensor) -> RoundResult:
+        labels = [r for r in self.transcript.of_kind("label") if r["round"] <= round_index and "correct" in r]
+        return RoundResult(
+            round_index,
+            len(X),
+            self.environment.true_utility(X).max().item(),
+            sum(1 for r in self.transcript.of_kind("llm") if r["round"] <= round_index),
+            len(labels),
+            sum(r["correct"] for r in labels),
+        )
+
+    def _evaluate(self, round_index: int, X: torch.Tensor, first: int) -> torch.Tensor:
+        outcomes = self.environment.outcomes(X)
+        for number, (x, y) in enumerate(zip(X.tolist(), outcomes.tolist(), strict=True), start=first):
+            self.transcript.record(f"evaluation:{number}", "evaluation", round=round_index, x=x, outcomes=y)
+        return outcomes
+
+    def run(self, callback: Callable[[RoundResult], None] | None = None) -> list[RoundResult]:
+        """The initial design (round 0) and ``config.rounds`` feedback rounds; one result per round."""
+        dim = self.environment.dim
+        X = SobolEngine(dim, scramble=True, seed=self.config.seed).draw(self.config.n_initial, dtype=torch.float64)
+        outcomes = self._evaluate(0, X, 0)
+        results = [self._result(0, X)]
+        for round_index in range(1, self.config.rounds + 1):
+            batch = self.proposer.propose(round_index, X, outcomes)
+            outcomes = torch.cat([outcomes, self._evaluate(round_index, batch, len(X))])
+            X = torch.cat([X, batch])
+            results.append(self._result(round_index, X))
+            if callback is not None:
+                callback(results[-1])
+        return results

@@ -1,0 +1,181 @@
+"""LILO: language-in-the-loop BO vs preferential BO, BO on the true utility, an LLM-only optimizer and random search.
+
+    hf-ext run lilo                                              # shipped config (SmolLM2-135M, local)
+    hf-ext run lilo backend=http base_url=http://127.0.0.1:8000/v1 environments=dtlz2
+    hf-ext run lilo quick=true                                   # one seed, one round: the end-to-end check
+
+Runs every environment x method x seed: an initial Sobol design, then ``rounds`` rounds of
+feedback and ``batch_size`` new points each, the simulated decision maker answering in words and
+the language model (``backend``: ``local`` transformers or an OpenAI-compatible ``http`` server)
+turning the answers into labels. Each run's transcript (every LLM call, answer, label and
+evaluation) goes to ``transcripts/<environment>/<method>/seed_<s>.jsonl`` as it is made; a rerun
+takes the LLM's answers from it instead of asking again, and refuses other settings. Writes
+``results.json`` (per environment and method: the gap of the best point's true utility to the
+best known, mean and std over seeds, per round; the LLM's label accuracy against the hidden
+utility; LLM calls) and ``utility_gap.png`` to ``output_dir``.
+"""
+
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from accelerate import PartialState
+from accelerate.utils import gather_object
+from tqdm.auto import tqdm
+from trl import TrlParser
+
+from hf_ext._validation import check_finite_fields
+from hf_ext.companion.bo.lilo import (
+    ENVIRONMENTS,
+    LILO,
+    METHODS,
+    LILOConfig,
+    OpenAIBackend,
+    TransformersBackend,
+    make_environment,
+)
+from hf_ext.plotting import plot_bands
+from hf_ext.recipes._results import write_results
+
+BACKENDS = ("local", "http")
+QUICK = {"environments": ["dtlz2"], "seeds": [0]}
+QUICK_CONFIG = {"rounds": 1, "samples": 1, "pairs_per_round": 1}
+
+
+@dataclass
+class LILOArguments:
+    environments: list[str] = field(
+        default_factory=lambda: ["dtlz2", "vehicle_safety"], metadata={"help": f"Any of {list(ENVIRONMENTS)}."}
+    )
+    methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"help": f"Any of {list(METHODS)}."})
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "One run per seed and setting."})
+    backend: str = field(
+        default="local", metadata={"help": f"One of {list(BACKENDS)}: a transformers model, or an HTTP server."}
+    )
+    llm: str = field(
+        default="smollm2",
+        metadata={
+            "help": "local: a name from hf_ext.models ('smollm2', 'tiny') or a checkpoint path; http: the "
+            "server's model name."
+        },
+    )
+    base_url: str = field(default="http://127.0.0.1:8000/v1", metadata={"help": "http: the server's /v1 URL."})
+    api_key_env: str = field(default="OPENAI_API_KEY", metadata={"help": "http: the variable holding the API key."})
+    timeout: float = field(default=60.0, metadata={"help": "http: seconds per request (> 0)."})
+    max_new_tokens: int = field(default=32, metadata={"help": "Tokens per LLM answer (>= 1)."})
+    temperature: float = field(default=0.7, metadata={"help": "LLM sampling temperature (0 = greedy)."})
+    output_dir: str = field(default="outputs/lilo", metadata={"help": "Where results, plot and transcripts go."})
+    quick: bool = field(default=False, metadata={"help": "One environment, one seed, one round: an end-to-end check."})
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        for name, chosen, allowed in (
+            ("environments", self.environments, ENVIRONMENTS),
+            ("methods", self.methods, METHODS),
+        ):
+            unknown = [value for value in chosen if value not in allowed]
+            if unknown or not chosen:
+                raise ValueError(f"LILOArguments: `{name}` must be a non-empty list from {list(allowed)}, got {chosen}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"LILOArguments: `backend` must be one of {list(BACKENDS)}, got {self.backend!r}")
+        if not self.seeds:
+            raise ValueError("LILOArguments: `seeds` must not be empty")
+
+    def make_backend(self):
+        if self.backend == "local":
+            return TransformersBackend(self.llm, self.max_new_tokens, self.temperature)
+        return OpenAIBackend(
+            self.base_url, self.llm, self.api_key_env, self.max_new_tokens, self.temperature, self.timeout
+        )
+
+
+def parser(argv: list[str] | None = None) -> TrlParser:
+    """The parser ``main`` reads its settings with (the same for every ``argv``)."""
+    return TrlParser((LILOArguments, LILOConfig))
+
+
+def parse_args(argv: list[str] | None) -> tuple[LILOArguments, LILOConfig]:
+    args, config = parser(argv).parse_args_and_config(argv)
+    if args.quick:
+        args, config = LILOArguments(**asdict(args) | QUICK), LILOConfig(**asdict(config) | QUICK_CONFIG)
+    return args, config
+
+
+def run_one(args: LILOArguments, config: LILOConfig, backend, environment: str, method: str, seed: int) -> dict:
+    """One run (resumed from its transcript): per-round true-utility gap, label counts, LLM calls, seconds."""
+    env = make_environment(environment)
+    transcript = Path(args.output_dir) / "transcripts" / environment / method / f"seed_{seed}.jsonl"
+    start = time.perf_counter()
+    loop = LILO(env, backend, LILOConfig(**asdict(config) | {"seed": seed}), method, transcript_file=transcript)
+    results = loop.run()
+    return {
+        "environment": environment,
+        "method": method,
+        "seed": seed,
+        "gap": [env.best_utility - r.best_utility for r in results],
+        "labels": results[-1].labels,
+        "correct_labels": results[-1].correct_labels,
+        "llm_calls": loop.transcript.llm_calls,
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def summarize(runs: list[dict]) -> dict:
+    """Per environment and method: final gap (mean, std over seeds), gap per round, label accuracy, LLM calls."""
+    grouped = defaultdict(list)
+    for run in runs:
+        grouped[run["environment"], run["method"]].append(run)
+    summary = {}
+    for (environment, method), group in grouped.items():
+        final = [run["gap"][-1] for run in group]
+        labels = sum(run["labels"] for run in group)
+        summary[f"{environment}/{method}"] = {
+            "final_gap": statistics.fmean(final),
+            "final_gap_std": statistics.stdev(final) if len(final) > 1 else 0.0,
+            "gap_per_round": [statistics.fmean(r) for r in zip(*(run["gap"] for run in group), strict=True)],
+            "label_accuracy": sum(run["correct_labels"] for run in group) / labels if labels else None,
+            "labels": labels,
+            "llm_calls": sum(run["llm_calls"] for run in group),
+            "seconds": sum(run["seconds"] for run in group),
+        }
+    return summary
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args, config = parse_args(argv)
+    # No TrainingArguments here: ask for the CPU processes directly, or every process would run every job.
+    state = PartialState(cpu=not torch.cuda.is_available())
+    backend = args.make_backend()
+    jobs = [(e, m, s) for e in args.environments for m in args.methods for s in args.seeds]
+    mine = jobs[state.process_index :: state.num_processes]
+    bar = tqdm(mine, desc="lilo", unit="run", disable=not state.is_main_process)
+    local = [run_one(args, config, backend, *job) for job in bar]
+    runs = gather_object(local) if state.num_processes > 1 else local
+    results = {"summary": summarize(runs), "runs": runs, "args": asdict(args), "config": asdict(config)}
+    out = Path(args.output_dir)
+    if state.is_main_process:
+        write_results(out, results)
+        panels = {
+            environment: {
+                m: [r["gap"] for r in runs if r["environment"] == environment and r["method"] == m]
+                for m in args.methods
+            }
+            for environment in args.environments
+        }
+        title = "Gap to the best true utility (mean +- std over seeds; round 1 = initial design)"
+        plot_bands(panels, out / "utility_gap.png", title, "round", "utility gap", ncols=len(panels))
+        for key, entry in results["summary"].items():
+            accuracy = "-" if entry["label_accuracy"] is None else f"{entry['label_accuracy']:.2f}"
+            state.print(
+                f"{key}: final gap {entry['final_gap']:.3f} +- {entry['final_gap_std']:.3f}, label accuracy "
+                f"{accuracy} ({entry['labels']} labels), {entry['llm_calls']} LLM calls"
+            )
+    state.wait_for_everyone()  # leave together (a rank exiting while another holds the gloo group aborts it)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+import json
+
+import pytest
+
+from hf_ext.recipes import shipped_config
+from hf_ext.recipes.lilo import LILOArguments, main
+
+
+def _flags(tmp_path, *extra):
+    return ["--config", str(shipped_config("lilo")), "--quick", "true", "--output_dir", str(tmp_path), *extra]
+
+
+def test_quick_run_of_the_baselines_writes_results_plot_and_transcripts(tmp_path, capfd):
+    results = main(_flags(tmp_path, "--methods", "preferential", "random"))
+    summary = json.loads((tmp_path / "results.json").read_text())["summary"]
+    assert summary == results["summary"] and set(summary) == {
+        "dtlz2/preferential",
+        "dtlz2/random",
+    }
+    assert all(len(entry["gap_per_round"]) == 2 and entry["final_gap"] >= 0 for entry in summary.values())
+    assert (tmp_path / "utility_gap.png").stat().st_size > 1000
+    transcript = tmp_path / "transcripts" / "dtlz2" / "preferential" / "seed_0.jsonl"
+    assert sum(json.loads(line)["kind"] == "evaluation" for line in transcript.read_text().splitlines()) == 6
+    assert "dtlz2/random: final gap" in capfd.readouterr().out
+
+
+def test_bad_arguments_are_refused_by_name():
+    with pytest.raises(ValueError, match=r"`methods` must be a non-empty list from \['lilo'"):
+        LILOArguments(methods=["bandit"])
+    with pytest.raises(ValueError, match=r"`backend` must be one of \['local', 'http'\], got 'grpc'"):
+        LILOArguments(backend="grpc")
+
+
+@pytest.mark.slow
+def test_quick_run_with_smollm2_labels_and_proposes(tmp_path):
+    results = main(_flags(tmp_path, "--methods", "lilo", "llm_only"))
+    lilo = results["summary"]["dtlz2/lilo"]
+    assert lilo["llm_calls"] >= 2 and results["summary"]["dtlz2/llm_only"]["llm_calls"] >= 2
+    transcript = tmp_path / "transcripts" / "dtlz2" / "lilo" / "seed_0.jsonl"
+    kinds = [json.loads(line)["kind"] for line in transcript.read_text().splitlines()]
+    assert kinds.count("answer") == 1 and kinds.count("label") == 1
+    again = main(_flags(tmp_path, "--methods", "lilo", "llm_only"))  # resumed: every answer from the transcripts
+    assert again["summary"]["dtlz2/lilo"]["llm_calls"] == 0
+    assert again["runs"][0]["gap"] == results["runs"][0]["gap"]

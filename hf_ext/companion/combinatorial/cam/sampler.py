@@ -1,7 +1,8 @@
 """The CTMC sampler: uniform start, T steps of independent per-node flips, K parallel chains, best-of-K decoding.
 
-The base (uncontrolled) chain flips each node at step k with probability ``0.5 (T - k) / T``: it starts at the
-uniform distribution's mixing rate and freezes towards the end; the network adds a learned control to its logit.
+The network predicts the clean end state (``P(x_1[i] = 1 | x_t, t)``, a logit per node) and node i jumps to it
+at step k with probability ``gamma_k P(x_1[i] != x_k[i])``, ``gamma_k = 1 / (T - k)``: the discretised bridge
+of a uniform-noise discrete diffusion, which lands on a sample of the prediction at the last step.
 """
 
 from dataclasses import dataclass
@@ -13,14 +14,19 @@ from .model import FlipGNN
 from .problems import decode, objective
 
 
-def base_logits(steps: int) -> torch.Tensor:
-    """Logit of the base chain's flip probability at each step, ``(T,)``."""
-    p = 0.5 * (steps - torch.arange(steps, dtype=torch.float32)) / steps
-    return torch.log(p) - torch.log1p(-p)
+def jump_rates(steps: int) -> torch.Tensor:
+    """``gamma_k = 1 / (T - k)`` for each step, ``(T,)``."""
+    return 1 / (steps - torch.arange(steps, dtype=torch.float32))
 
 
 def times(steps: int) -> torch.Tensor:
     return torch.arange(steps, dtype=torch.float32) / steps
+
+
+def flip_probability(clean_logits: torch.Tensor, x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """Probability that each node flips now: ``gamma P(x_1 != x)``."""
+    p_one = torch.sigmoid(clean_logits)
+    return gamma * torch.where(x > 0, 1 - p_one, p_one)
 
 
 @dataclass
@@ -31,12 +37,11 @@ class Trajectory:
     flips: torch.Tensor
 
 
-def flip_logits(model: FlipGNN, batch: GraphBatch, states: torch.Tensor, steps: int) -> torch.Tensor:
-    """Flip logits at every visited state at once: ``states`` ``(T, K, N)`` -> ``(T, K, N)``."""
+def clean_logits(model: FlipGNN, batch: GraphBatch, states: torch.Tensor, steps: int) -> torch.Tensor:
+    """The network's clean-state logits at every visited state at once: ``(T, K, N)`` -> ``(T, K, N)``."""
     t_count, k, n = states.shape
     t = times(steps)[:t_count].repeat_interleave(k)
-    control = model(batch, states.reshape(t_count * k, n), t).reshape(t_count, k, n)
-    return control + base_logits(steps)[:t_count, None, None]
+    return model(batch, states.reshape(t_count * k, n), t).reshape(t_count, k, n)
 
 
 @torch.no_grad()
@@ -46,18 +51,14 @@ def rollout(model: FlipGNN, batch: GraphBatch, steps: int, chains: int, generato
         raise ValueError(f"rollout: `steps` and `chains` must be >= 1, got steps={steps}, chains={chains}")
     n = batch.num_nodes
     x = (torch.rand(chains, n, generator=generator) < 0.5).float()
-    states, flips = [x], []
+    states, flips, gamma, t = [x], [], jump_rates(steps), times(steps)
     for k in range(steps):
-        logits = _step_logits(model, batch, x, k, steps)
-        f = (torch.rand(chains, n, generator=generator) < torch.sigmoid(logits)).float()
+        p = flip_probability(model(batch, x, t[k].expand(chains)), x, gamma[k])
+        f = (torch.rand(chains, n, generator=generator) < p).float()
         x = (x + f) % 2
         states.append(x)
         flips.append(f)
     return Trajectory(torch.stack(states), torch.stack(flips))
-
-
-def _step_logits(model: FlipGNN, batch: GraphBatch, x: torch.Tensor, k: int, steps: int) -> torch.Tensor:
-    return model(batch, x, times(steps)[k].expand(x.shape[0])) + base_logits(steps)[k]
 
 
 @torch.no_grad()

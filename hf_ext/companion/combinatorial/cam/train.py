@@ -3,8 +3,9 @@
 CAM: roll out without gradients; the adjoint at the end is each node's flip energy change at the terminal state;
 it is carried back through the chain (``x_{k+1} = x_k xor f_k`` with the flips held fixed has the identity as its
 Jacobian, and, as in adjoint matching's lean adjoint, the network's own dependence on the state is dropped), so a
-flip at a visited state is valued by what it does to the terminal energy. The network's flip probabilities are
-fitted by cross-entropy to the tilted target ``sigmoid(base_logit - a / tau)``, the optimal control of the
+flip at a visited state is valued by what it does to the terminal energy. The network's clean-state prediction at
+every visited state is fitted by cross-entropy to the tilted target ``P(x_1[i] = x_T[i]) = sigmoid(a[i] / tau)``
+(keep the terminal value in proportion to what changing it would cost), the Gibbs-optimal choice of the
 entropy-regularised problem at temperature ``tau``, annealed from ``tau_start`` to ``tau_end``.
 REINFORCE: ``(E(x_T) - mean over the K chains) * log p(trajectory)``.
 """
@@ -20,7 +21,7 @@ from .config import CAMConfig
 from .graphs import Graph, batch_graphs
 from .model import FlipGNN
 from .problems import energy, flip_delta
-from .sampler import Trajectory, base_logits, flip_logits, rollout
+from .sampler import Trajectory, clean_logits, flip_probability, jump_rates, rollout
 
 
 def adjoint_targets(problem: str, batch, trajectory: Trajectory, beta: float) -> torch.Tensor:
@@ -38,10 +39,10 @@ def temperature(config: CAMConfig, progress: float) -> float:
 
 
 def cam_loss(model: FlipGNN, config: CAMConfig, batch, trajectory: Trajectory, tau: float) -> torch.Tensor:
-    """Cross-entropy of the network's flip probabilities against the adjoint-tilted targets."""
-    targets = torch.sigmoid(base_logits(config.steps)[:, None, None] - adjoint_targets(
-        config.problem, batch, trajectory, config.beta) / tau)
-    logits = flip_logits(model, batch, trajectory.states[:-1], config.steps)
+    """Cross-entropy of the network's clean-state predictions against the adjoint-tilted targets."""
+    adjoint = adjoint_targets(config.problem, batch, trajectory, config.beta)
+    targets = torch.sigmoid((2 * trajectory.states[-1] - 1) * adjoint / tau)
+    logits = clean_logits(model, batch, trajectory.states[:-1], config.steps)
     return F.binary_cross_entropy_with_logits(logits, targets)
 
 
@@ -50,8 +51,10 @@ def reinforce_loss(model: FlipGNN, config: CAMConfig, batch, trajectory: Traject
     sizes = torch.as_tensor([max(g.num_nodes, 1) for g in batch.graphs], dtype=torch.float32)
     terminal = energy(config.problem, batch, trajectory.states[-1], config.beta) / sizes
     advantage = (terminal - terminal.mean(0, keepdim=True)) / tau
-    logits = flip_logits(model, batch, trajectory.states[:-1], config.steps)
-    logp = -F.binary_cross_entropy_with_logits(logits, trajectory.flips, reduction="none").sum(0)  # (K, N)
+    logits = clean_logits(model, batch, trajectory.states[:-1], config.steps)
+    gamma = jump_rates(config.steps)[:, None, None]
+    p = flip_probability(logits, trajectory.states[:-1], gamma).clamp(1e-6, 1 - 1e-6)
+    logp = (trajectory.flips * p.log() + (1 - trajectory.flips) * (-p).log1p()).sum(0)  # (K, N)
     per_graph = logp.new_zeros(logp.shape[0], batch.num_graphs).index_add_(1, batch.graph_of, logp)
     return (advantage * per_graph).mean() / config.steps
 

@@ -18,7 +18,7 @@ class CAMConfig:
     beta: float = field(
         default=1.5, metadata={"help": "MIS edge penalty: E = -sum x + beta sum_edges x_i x_j (> 0)."}
     )
-    steps: int = field(default=12, metadata={"help": "Steps T of the chain from the uniform start (>= 1)."})
+    steps: int = field(default=8, metadata={"help": "Steps T of the chain from the uniform start (>= 1)."})
     chains: int = field(default=8, metadata={"help": "Parallel chains K per graph; best-of-K decoding (>= 1)."})
     hidden: int = field(default=32, metadata={"help": "Width of the GNN (>= 1)."})
     layers: int = field(default=3, metadata={"help": "Message-passing layers of the GNN (>= 1)."})
@@ -26,12 +26,12 @@ class CAMConfig:
         default="cam",
         metadata={"help": f"Training signal, one of {list(METHODS)}: adjoint matching, or the REINFORCE baseline."},
     )
-    learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate (> 0)."})
+    learning_rate: float = field(default=1e-2, metadata={"help": "Adam learning rate (> 0)."})
     train_steps: int = field(default=200, metadata={"help": "Gradient steps (>= 1)."})
     train_seconds: float = field(
         default=math.inf, metadata={"help": "Stop training after this many seconds (> 0; inf = no limit)."}
     )
-    graphs_per_step: int = field(default=4, metadata={"help": "Training graphs per step (>= 1)."})
+    graphs_per_step: int = field(default=2, metadata={"help": "Training graphs per step (>= 1)."})
     tau_start: float = field(
         default=2.0, metadata={"help": "Temperature (entropy weight) at the start of training (> 0)."}
     )

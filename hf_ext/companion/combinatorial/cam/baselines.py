@@ -83,6 +83,8 @@ def local_search_maxcut(graph: Graph, start: np.ndarray, max_rounds: int = 100_0
 def _solve_binary_ilp(n_vars: int, cost: np.ndarray, rows, upper: np.ndarray, time_limit: float):
     import highspy
 
+    if n_vars == 0:
+        return np.zeros(0, dtype=bool), True  # HiGHS calls an empty model "empty", not optimal
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit))
@@ -94,7 +96,7 @@ def _solve_binary_ilp(n_vars: int, cost: np.ndarray, rows, upper: np.ndarray, ti
         h.addRow(-highspy.kHighsInf, float(hi), len(columns), np.asarray(columns, np.int32), np.asarray(values, float))
     h.run()
     optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
-    solution = np.round(np.asarray(h.getSolution().col_value)).astype(bool) if n_vars else np.zeros(0, bool)
+    solution = np.round(np.asarray(h.getSolution().col_value)).astype(bool)
     return solution, optimal
 
 

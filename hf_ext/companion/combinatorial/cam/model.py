@@ -39,7 +39,8 @@ class FlipGNN(nn.Module):
         h = self.embed(features)
         scale = 1 / batch.degrees.clamp(min=1)[None, :, None]
         for layer in self.layers:
-            mean = torch.sparse.mm(batch.adjacency, h.transpose(0, 1).reshape(n, -1)).reshape(n, b, -1).transpose(0, 1)
+            flat = h.transpose(0, 1).reshape(n, b * self.hidden)
+            mean = torch.sparse.mm(batch.adjacency, flat).reshape(n, b, self.hidden).transpose(0, 1)
             h = h + layer(torch.cat([h, mean * scale], -1))
         return self.head(h).squeeze(-1)
 

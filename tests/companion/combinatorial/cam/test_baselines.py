@@ -45,4 +45,5 @@ def test_maxcut_references_on_a_triangle_and_a_ba_graph():
 
 def test_empty_graph_references():
     empty = Graph(0, np.zeros((0, 2)))
-    assert greedy_mis(empty).size == 0 and exact_mis(empty)[0].size == 0
+    assert greedy_mis(empty).size == 0 and exact_mis(empty)[0].size == 0 and exact_mis(empty)[1]
+    assert exact_maxcut(empty)[0].size == 0 and exact_maxcut(empty)[1]

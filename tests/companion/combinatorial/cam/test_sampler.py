@@ -37,3 +37,9 @@ def test_best_of_k_is_the_best_chain_per_graph_and_batching_keeps_graphs_apart()
 def test_steps_and_chains_below_one_are_refused(steps, chains):
     with pytest.raises(ValueError, match="`steps` and `chains` must be >= 1"):
         rollout(FlipGNN(4, 1), batch_graphs([erdos_renyi(5, 0.5, 0)]), steps, chains, torch.Generator())
+
+
+@pytest.mark.parametrize("problem", ["mis", "maxcut"])
+def test_a_batch_of_only_an_empty_graph_solves_to_nothing(problem):
+    values, solution = solve(FlipGNN(4, 1), problem, batch_graphs([Graph(0, np.zeros((0, 2)))]), 3, 2)
+    assert values.tolist() == [0.0] and solution.numel() == 0

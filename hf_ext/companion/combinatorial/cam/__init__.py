@@ -1,0 +1,51 @@
+"""CAM: unsupervised training of discrete diffusion solvers by combinatorial adjoint matching (MIS, max-cut).
+
+Needs torch only; the exact references need the ``[combinatorial]`` extra (``highspy``).
+"""
+
+from .baselines import (
+    cut_value,
+    exact_maxcut,
+    exact_mis,
+    greedy_maxcut,
+    greedy_mis,
+    local_search_maxcut,
+    local_search_mis,
+)
+from .config import METHODS, CAMConfig
+from .graphs import Graph, GraphBatch, barabasi_albert, batch_graphs, erdos_renyi, rb_graph
+from .model import FlipGNN
+from .problems import PROBLEMS, decode, energy, flip_delta, is_independent, objective
+from .sampler import Trajectory, rollout, solve
+from .train import adjoint_targets, train, training_signal_variance
+
+__all__ = [
+    "METHODS",
+    "PROBLEMS",
+    "CAMConfig",
+    "FlipGNN",
+    "Graph",
+    "GraphBatch",
+    "Trajectory",
+    "adjoint_targets",
+    "barabasi_albert",
+    "batch_graphs",
+    "cut_value",
+    "decode",
+    "energy",
+    "erdos_renyi",
+    "exact_maxcut",
+    "exact_mis",
+    "flip_delta",
+    "greedy_maxcut",
+    "greedy_mis",
+    "is_independent",
+    "local_search_maxcut",
+    "local_search_mis",
+    "objective",
+    "rb_graph",
+    "rollout",
+    "solve",
+    "train",
+    "training_signal_variance",
+]

@@ -1,0 +1,57 @@
+"""CAM's settings: one dataclass, validated at construction."""
+
+import math
+from dataclasses import dataclass, field
+
+from hf_ext._validation import check_finite_fields
+
+from .problems import PROBLEMS, check_problem
+
+METHODS = ("cam", "reinforce")
+
+
+@dataclass
+class CAMConfig:
+    """Problem, chain, network and training settings of a discrete diffusion solver (CPU-sized defaults)."""
+
+    problem: str = field(default="mis", metadata={"help": f"One of {list(PROBLEMS)}."})
+    beta: float = field(
+        default=1.5, metadata={"help": "MIS edge penalty: E = -sum x + beta sum_edges x_i x_j (> 0)."}
+    )
+    steps: int = field(default=8, metadata={"help": "Steps T of the chain from the uniform start (>= 1)."})
+    chains: int = field(default=8, metadata={"help": "Parallel chains K per graph; best-of-K decoding (>= 1)."})
+    hidden: int = field(default=32, metadata={"help": "Width of the GNN (>= 1)."})
+    layers: int = field(default=3, metadata={"help": "Message-passing layers of the GNN (>= 1)."})
+    method: str = field(
+        default="cam",
+        metadata={"help": f"Training signal, one of {list(METHODS)}: adjoint matching, or the REINFORCE baseline."},
+    )
+    learning_rate: float = field(default=1e-2, metadata={"help": "Adam learning rate (> 0)."})
+    train_steps: int = field(default=200, metadata={"help": "Gradient steps (>= 1)."})
+    train_seconds: float = field(
+        default=math.inf, metadata={"help": "Stop training after this many seconds (> 0; inf = no limit)."}
+    )
+    graphs_per_step: int = field(default=2, metadata={"help": "Training graphs per step (>= 1)."})
+    tau_start: float = field(
+        default=2.0, metadata={"help": "Temperature (entropy weight) at the start of training (> 0)."}
+    )
+    tau_end: float = field(
+        default=0.2, metadata={"help": "Temperature at the end, annealed geometrically (0 < tau_end <= tau_start)."}
+    )
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clip (> 0)."})
+    seed: int = field(default=0, metadata={"help": "Seeds the network, the graph sampling and the chains."})
+
+    def __post_init__(self):
+        check_finite_fields(self, allow_infinite=("train_seconds",))
+        check_problem("CAMConfig", self.problem)
+        if self.method not in METHODS:
+            raise ValueError(f"CAMConfig: `method` must be one of {list(METHODS)}, got {self.method!r}")
+        for name in ("steps", "chains", "hidden", "layers", "train_steps", "graphs_per_step"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"CAMConfig: `{name}` must be an integer >= 1, got {value!r}")
+        for name in ("beta", "learning_rate", "train_seconds", "tau_start", "tau_end", "max_grad_norm"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"CAMConfig: `{name}` must be > 0, got {getattr(self, name)!r}")
+        if self.tau_end > self.tau_start:
+            raise ValueError(f"CAMConfig: `tau_end` must be <= tau_start ({self.tau_start}), got {self.tau_end}")

@@ -1,0 +1,45 @@
+import numpy as np
+import pytest
+import torch
+
+from hf_ext.companion.combinatorial.cam import FlipGNN, Graph, batch_graphs, erdos_renyi, rollout, solve
+
+
+def test_rollout_shapes_and_xor_dynamics():
+    batch = batch_graphs([erdos_renyi(10, 0.3, 0), erdos_renyi(7, 0.3, 1)])
+    trajectory = rollout(FlipGNN(8, 2), batch, steps=5, chains=3, generator=torch.Generator().manual_seed(0))
+    assert trajectory.states.shape == (6, 3, 17) and trajectory.flips.shape == (5, 3, 17)
+    torch.testing.assert_close(trajectory.states[1:], (trajectory.states[:-1] + trajectory.flips) % 2)
+
+
+def test_rollout_and_solve_are_deterministic_by_seed():
+    torch.manual_seed(0)
+    model = FlipGNN(8, 2)
+    batch = batch_graphs([erdos_renyi(20, 0.2, 0)])
+    runs = [rollout(model, batch, 4, 2, torch.Generator().manual_seed(s)).states for s in (0, 0, 1)]
+    assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], runs[2])
+    assert torch.equal(solve(model, "mis", batch, 4, 2, seed=3)[1], solve(model, "mis", batch, 4, 2, seed=3)[1])
+
+
+def test_best_of_k_is_the_best_chain_per_graph_and_batching_keeps_graphs_apart():
+    torch.manual_seed(0)
+    model = FlipGNN(8, 2)
+    graphs = [erdos_renyi(15, 0.3, 0), Graph(0, np.zeros((0, 2))), erdos_renyi(12, 0.3, 1)]
+    batch = batch_graphs(graphs)
+    values, solution = solve(model, "mis", batch, steps=3, chains=6, seed=0)
+    assert values.shape == (3,) and solution.shape == (27,) and values[1] == 0
+    assert values[0] == solution[:15].sum() and values[2] == solution[15:].sum()
+    assert (solution[batch.edges[:, 0]] * solution[batch.edges[:, 1]]).sum() == 0
+    assert values.min() >= solve(model, "mis", batch, steps=3, chains=1, seed=0)[0].min()
+
+
+@pytest.mark.parametrize("steps, chains", [(0, 2), (3, 0)])
+def test_steps_and_chains_below_one_are_refused(steps, chains):
+    with pytest.raises(ValueError, match="`steps` and `chains` must be >= 1"):
+        rollout(FlipGNN(4, 1), batch_graphs([erdos_renyi(5, 0.5, 0)]), steps, chains, torch.Generator())
+
+
+@pytest.mark.parametrize("problem", ["mis", "maxcut"])
+def test_a_batch_of_only_an_empty_graph_solves_to_nothing(problem):
+    values, solution = solve(FlipGNN(4, 1), problem, batch_graphs([Graph(0, np.zeros((0, 2)))]), 3, 2)
+    assert values.tolist() == [0.0] and solution.numel() == 0

@@ -1,0 +1,1 @@
+"""Combinatorial solvers of the family, each in its own sub-package."""

@@ -1,5 +1,6 @@
 """Weighted set cover as a 0/1 MIP solved by HiGHS (``highspy``), with a time limit and a warm start."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import highspy
@@ -16,9 +17,15 @@ class MipResult:
 
 
 def solve_mip(
-    costs: np.ndarray, matrix: sp.csc_array, time_limit: float, warm_start: np.ndarray | None = None, threads: int = 1
+    costs: np.ndarray,
+    matrix: sp.csc_array,
+    time_limit: float,
+    warm_start: np.ndarray | None = None,
+    threads: int = 1,
+    on_improvement: Callable[[float], None] | None = None,
 ) -> MipResult:
-    """min costs @ x subject to matrix @ x >= 1, x binary; ``warm_start`` (a feasible mask) is handed to HiGHS."""
+    """min costs @ x subject to matrix @ x >= 1, x binary; ``warm_start`` (a feasible mask) is handed to HiGHS,
+    ``on_improvement(objective)`` is called at each improving solution HiGHS finds (for anytime curves)."""
     if not time_limit > 0:
         raise ValueError(f"solve_mip: `time_limit` must be > 0 seconds, got {time_limit}")
     matrix = sp.csc_array(matrix)
@@ -33,6 +40,8 @@ def solve_mip(
         matrix.indptr[:-1].astype(np.int32), matrix.indices.astype(np.int32), np.ones(matrix.nnz),
     )  # fmt: skip
     h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger))
+    if on_improvement is not None:
+        h.cbMipImprovingSolution.subscribe(lambda event: on_improvement(event.data_out.objective_function_value))
     if warm_start is not None:
         solution = highspy.HighsSolution()
         solution.col_value = np.asarray(warm_start, np.float64).tolist()

@@ -17,7 +17,13 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.py"))
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # Examples that load no pretrained model and train nothing (seconds); every other example is slow.
-FAST = {"bo_robust.py", "seeded_perturb.py", "single_index_regression.py", "token_logprobs_training.py"}
+FAST = {
+    "bo_robust.py",
+    "seeded_perturb.py",
+    "set_cover_lns.py",
+    "single_index_regression.py",
+    "token_logprobs_training.py",
+}
 
 
 def _example_params():

@@ -1,8 +1,10 @@
-"""Weighted set cover at scale: instances (OR-Library readers, generators), greedy, HiGHS MIP, LNS and metrics.
+"""Weighted set cover at scale: instances (OR-Library readers, generators), greedy, HiGHS MIP, LNS (random, local and
+GLNS's generative policy) and metrics.
 
 Needs the ``[combinatorial]`` extra (``highspy``; ``ortools`` for the baselines in the benchmark).
 """
 
+from .diffusion import ColumnDenoiser, GenerativeNeighbourhood, default_denoiser, train_denoiser, trajectory
 from .greedy import greedy, remove_redundant
 from .instability import instability
 from .instance import SetCoverInstance, beasley, rail_like, read_orlib, read_rail
@@ -13,11 +15,14 @@ from .neighbourhood import grow_neighbourhood, local_neighbourhood, random_neigh
 
 __all__ = [
     "POLICIES",
+    "ColumnDenoiser",
+    "GenerativeNeighbourhood",
     "LNSConfig",
     "LNSResult",
     "MipResult",
     "SetCoverInstance",
     "beasley",
+    "default_denoiser",
     "greedy",
     "grow_neighbourhood",
     "instability",
@@ -33,4 +38,6 @@ __all__ = [
     "run_lns",
     "solve_mip",
     "time_to_target",
+    "train_denoiser",
+    "trajectory",
 ]

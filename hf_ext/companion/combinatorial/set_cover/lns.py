@@ -63,8 +63,12 @@ def repair(instance: SetCoverInstance, incumbent: np.ndarray, free: np.ndarray, 
     return fixed
 
 
-def run_lns(instance: SetCoverInstance, config: LNSConfig, initial: np.ndarray | None = None) -> LNSResult:
-    """LNS from ``initial`` (greedy by default); the incumbent's objective never increases."""
+def run_lns(
+    instance: SetCoverInstance, config: LNSConfig, initial: np.ndarray | None = None, neighbourhood=None
+) -> LNSResult:
+    """LNS from ``initial`` (greedy by default); the incumbent's objective never increases. ``neighbourhood``
+    (``(instance, incumbent, size, rng) -> columns``, e.g. ``GenerativeNeighbourhood``) replaces ``config.policy``."""
+    choose = neighbourhood or POLICIES[config.policy]
     start = time.perf_counter()
     rng = np.random.default_rng(config.seed)
     incumbent = greedy(instance) if initial is None else np.asarray(initial, dtype=bool).copy()
@@ -77,7 +81,7 @@ def run_lns(instance: SetCoverInstance, config: LNSConfig, initial: np.ndarray |
         left = config.time_limit - (time.perf_counter() - start)
         if left <= 0.01:
             break
-        free = POLICIES[config.policy](instance, incumbent, config.neighbourhood_size, rng)
+        free = choose(instance, incumbent, config.neighbourhood_size, rng)
         candidate = repair(instance, incumbent, free, min(config.sub_time_limit, left))
         iteration += 1
         value = instance.objective(candidate)

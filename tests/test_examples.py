@@ -21,6 +21,7 @@ FAST = {
     "bo_robust.py",
     "portfolio_selection.py",
     "seeded_perturb.py",
+    "set_cover_lns.py",
     "single_index_regression.py",
     "token_logprobs_training.py",
 }

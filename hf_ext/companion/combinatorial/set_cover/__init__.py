@@ -1,0 +1,43 @@
+"""Weighted set cover at scale: instances (OR-Library readers, generators), greedy, HiGHS MIP, LNS (random, local and
+GLNS's generative policy) and metrics.
+
+Needs the ``[combinatorial]`` extra (``highspy``; ``ortools`` for the baselines in the benchmark).
+"""
+
+from .diffusion import ColumnDenoiser, GenerativeNeighbourhood, default_denoiser, train_denoiser, trajectory
+from .greedy import greedy, remove_redundant
+from .instability import instability
+from .instance import SetCoverInstance, beasley, rail_like, read_orlib, read_rail
+from .lns import POLICIES, LNSConfig, LNSResult, repair, run_lns
+from .metrics import primal_gap, primal_integral, time_to_target
+from .mip import MipResult, solve_mip
+from .neighbourhood import grow_neighbourhood, local_neighbourhood, random_neighbourhood
+
+__all__ = [
+    "POLICIES",
+    "ColumnDenoiser",
+    "GenerativeNeighbourhood",
+    "LNSConfig",
+    "LNSResult",
+    "MipResult",
+    "SetCoverInstance",
+    "beasley",
+    "default_denoiser",
+    "greedy",
+    "grow_neighbourhood",
+    "instability",
+    "local_neighbourhood",
+    "primal_gap",
+    "primal_integral",
+    "random_neighbourhood",
+    "rail_like",
+    "read_orlib",
+    "read_rail",
+    "remove_redundant",
+    "repair",
+    "run_lns",
+    "solve_mip",
+    "time_to_target",
+    "train_denoiser",
+    "trajectory",
+]

@@ -1,0 +1,53 @@
+"""Neighbourhood policies of the LNS: which columns to free around the incumbent (at most ``size`` of them)."""
+
+import heapq
+
+import numpy as np
+
+from .instance import SetCoverInstance
+
+
+def random_neighbourhood(instance: SetCoverInstance, incumbent: np.ndarray, size: int, rng) -> np.ndarray:
+    """Half the budget on random incumbent columns, half on random other columns (all-random would rarely free
+    a column the incumbent uses, and a subproblem without one cannot improve)."""
+    inside, outside = np.flatnonzero(incumbent), np.flatnonzero(~incumbent)
+    k_in = min(len(inside), size // 2)
+    k_out = min(len(outside), size - k_in)
+    return np.concatenate([rng.choice(inside, k_in, replace=False), rng.choice(outside, k_out, replace=False)])
+
+
+def grow_neighbourhood(
+    instance: SetCoverInstance, scores: np.ndarray, size: int, start: int, allowed: np.ndarray | None = None
+) -> np.ndarray:
+    """A connected set of at most ``size`` columns grown from ``start`` through shared rows, taking the highest
+    ``scores`` on the frontier first (best-first search on the column-row-column graph); ``allowed`` (a column
+    mask) limits which columns it may take, the rows of taken columns connect them."""
+    csc, csr = instance.matrix, instance.rows_to_columns
+    taken, seen_rows, queued = [], set(), {start}
+    frontier = [(-scores[start], start)]
+    while frontier and len(taken) < size:
+        _, j = heapq.heappop(frontier)
+        taken.append(j)
+        for i in csc.indices[csc.indptr[j] : csc.indptr[j + 1]].tolist():
+            if i in seen_rows:
+                continue
+            seen_rows.add(i)
+            for k in csr.indices[csr.indptr[i] : csr.indptr[i + 1]].tolist():
+                if k not in queued and (allowed is None or allowed[k]):
+                    queued.add(k)
+                    heapq.heappush(frontier, (-scores[k], k))
+    return np.asarray(taken, dtype=np.int64)
+
+
+def local_neighbourhood(instance: SetCoverInstance, incumbent: np.ndarray, size: int, rng) -> np.ndarray:
+    """Row-based local: up to ``size // 2`` incumbent columns connected through shared rows around a random one,
+    then the columns covering most of their rows per unit cost, up to ``size`` in all."""
+    start = int(rng.choice(np.flatnonzero(incumbent)))
+    inside = grow_neighbourhood(instance, rng.random(instance.n_columns), size // 2 or 1, start, allowed=incumbent)
+    rows = np.unique(instance.matrix[:, inside].indices)
+    hits = np.bincount(instance.rows_to_columns[rows].indices, minlength=instance.n_columns).astype(np.float64)
+    hits[incumbent] = 0
+    k = min(size - len(inside), int((hits > 0).sum()))
+    ratio = hits / np.maximum(instance.costs, 1e-12)
+    outside = np.argpartition(-ratio, k - 1)[:k] if k else np.zeros(0, dtype=np.int64)
+    return np.concatenate([inside, outside])

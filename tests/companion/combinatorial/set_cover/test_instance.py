@@ -1,0 +1,69 @@
+import numpy as np
+import pytest
+
+from hf_ext.companion.combinatorial.set_cover import beasley, rail_like, read_orlib, read_rail
+
+# 3 rows, 4 columns; row 1 is covered by columns 1 and 2, row 2 by 2 and 3, row 3 by 3 and 4 (1-based)
+ORLIB = """3 4
+ 2 3 4 1
+2
+ 1 2
+2 2 3
+2
+3 4
+"""
+RAIL = """3 4
+2 1 1
+3 2 1 2
+4 2 2 3
+1 1 3
+"""
+
+
+def _write(tmp_path, text, name="scp.txt"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_orlib_reader_builds_costs_and_row_column_incidence(tmp_path):
+    instance = read_orlib(_write(tmp_path, ORLIB))
+    assert instance.costs.tolist() == [2, 3, 4, 1]
+    assert instance.matrix.toarray().tolist() == [[1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
+
+
+def test_rail_reader_is_column_wise(tmp_path):
+    instance = read_rail(_write(tmp_path, RAIL))
+    assert instance.costs.tolist() == [2, 3, 4, 1]
+    assert instance.matrix.toarray().tolist() == [[1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
+
+
+def test_a_row_no_column_covers_is_named(tmp_path):
+    text = "3 2\n1 1\n1 1\n1 2\n0\n"
+    with pytest.raises(ValueError, match=r"infeasible, no column covers row\(s\) \[2\]"):
+        read_orlib(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("3 4\n2 3 4 1\n2 1 2\n2 2 x\n", r"line 4: not a number: 'x'"),
+        ("3 4\n2 3 4 1\n2 1 2\n2 2 9\n", r"line 4: a column of row 2 must be an integer in 1..4, got 9"),
+        ("3 4\n2 3 4 1\n2 1 2\n", r"ends early, expected row 2's column count"),
+    ],
+)
+def test_malformed_files_name_the_line(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message):
+        read_orlib(_write(tmp_path, text))
+
+
+def test_generators_cover_every_row_within_their_regimes():
+    instance = beasley(200, 2000, 0.02, cost_range=(1, 100), seed=3)
+    counts = np.diff(instance.matrix.indptr)
+    assert instance.matrix.shape == (200, 2000) and counts.min() >= 1
+    assert 1 <= instance.costs.min() and instance.costs.max() <= 100
+    assert abs(instance.matrix.nnz / (200 * 2000) - 0.02) < 0.005
+    rail = rail_like(300, 3000, max_rows_per_column=12, seed=1)
+    assert set(np.unique(rail.costs)) == {1.0, 2.0}
+    assert np.diff(rail.matrix.indptr).max() <= 12 + 3  # plus the rows appended to guarantee coverage
+    assert np.diff(rail.rows_to_columns.indptr).min() >= 1

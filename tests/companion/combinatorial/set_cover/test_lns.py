@@ -1,0 +1,59 @@
+import numpy as np
+import pytest
+
+from hf_ext.companion.combinatorial.set_cover import (
+    LNSConfig,
+    beasley,
+    greedy,
+    local_neighbourhood,
+    random_neighbourhood,
+    repair,
+    run_lns,
+)
+
+
+@pytest.fixture(scope="module")
+def instance():
+    return beasley(300, 3000, 0.02, seed=0)
+
+
+def test_repair_changes_only_the_freed_columns(instance):
+    incumbent = greedy(instance)
+    free = local_neighbourhood(instance, incumbent, 300, np.random.default_rng(0))
+    repaired = repair(instance, incumbent, free, time_limit=2.0)
+    fixed = np.ones(instance.n_columns, dtype=bool)
+    fixed[free] = False
+    assert np.array_equal(repaired[fixed], incumbent[fixed])
+    assert instance.is_feasible(repaired) and instance.objective(repaired) <= instance.objective(incumbent)
+
+
+@pytest.mark.parametrize("policy", ["random", "local"])
+def test_lns_never_worsens_the_incumbent_and_improves_greedy(instance, policy):
+    start = greedy(instance)
+    result = run_lns(instance, LNSConfig(policy=policy, neighbourhood_size=400, time_limit=3.0, sub_time_limit=0.3))
+    assert instance.is_feasible(result.selected) and result.objective == instance.objective(result.selected)
+    assert result.values[0] == instance.objective(start)
+    assert all(b < a for a, b in zip(result.values, result.values[1:], strict=False))
+    assert result.objective < instance.objective(start)  # greedy is far from optimal at this size
+
+
+@pytest.mark.parametrize("policy", [random_neighbourhood, local_neighbourhood])
+def test_neighbourhoods_are_bounded_and_free_incumbent_columns(instance, policy):
+    incumbent = greedy(instance)
+    free = policy(instance, incumbent, 100, np.random.default_rng(1))
+    assert len(free) <= 100 and len(np.unique(free)) == len(free)
+    assert incumbent[free].any() and (~incumbent[free]).any()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"time_limit": 0.0}, "`time_limit` must be > 0 seconds"),
+        ({"neighbourhood_size": 0}, "`neighbourhood_size` must be an integer >= 1"),
+        ({"policy": "diffusion"}, r"`policy` must be one of \['random', 'local'\]"),
+        ({"sub_time_limit": float("nan")}, "`sub_time_limit` must be a finite number"),
+    ],
+)
+def test_bad_settings_are_refused_at_construction(fields, message):
+    with pytest.raises(ValueError, match=message):
+        LNSConfig(**fields)

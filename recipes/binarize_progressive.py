@@ -31,6 +31,7 @@ from hf_ext.quant import (
     ProgressiveBinarizationCallback,
     binarize_model,
     load_packed,
+    ramp_length,
     save_packed,
     set_binarization_mix,
 )
@@ -51,6 +52,12 @@ class BinarizeArguments:
         default=0.5,
         metadata={"help": "Fraction of max_steps over which lambda rises to 1 (then training goes on binary)."},
     )
+    ramp_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "Steps over which lambda rises to 1, in [1, max_steps]; when set, binarize_fraction is unused."
+        },
+    )
     ste_clip: float | None = field(
         default=1.0, metadata={"help": "Straight-through clipping in units of a_i b_j (None: no clipping)."}
     )
@@ -68,6 +75,8 @@ class BinarizeArguments:
             raise ValueError(f"`schedule` must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         if not 0 < self.binarize_fraction <= 1:
             raise ValueError(f"`binarize_fraction` must be in (0, 1], got {self.binarize_fraction}")
+        if self.ramp_steps is not None and self.ramp_steps < 1:
+            raise ValueError(f"`ramp_steps` must be in [1, max_steps] or None, got {self.ramp_steps}")
 
 
 def corpus_splits(tokenizer, script_args: BinarizeArguments, seed: int):
@@ -88,6 +97,7 @@ def parse_args(argv: list[str] | None) -> tuple[BinarizeArguments, LogitDistilla
 
 def main(argv: list[str] | None = None) -> dict:
     script_args, training_args = parse_args(argv)
+    ramp = ramp_length(training_args.max_steps, script_args.binarize_fraction, script_args.ramp_steps)
     state = PartialState()
     teacher, tokenizer = load_causal_lm(script_args.model)
     student = copy.deepcopy(teacher)
@@ -110,8 +120,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     callbacks = []
     if script_args.progressive:
-        end = max(1, round(script_args.binarize_fraction * training_args.max_steps))
-        callbacks.append(ProgressiveBinarizationCallback(script_args.schedule, start=0, end=end))
+        callbacks.append(ProgressiveBinarizationCallback(script_args.schedule, start=0, end=ramp))
     trainer = LogitDistillationTrainer(
         student,
         teacher,

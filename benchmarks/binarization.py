@@ -1,6 +1,6 @@
 """Where progressive binarization beats binarizing at step 0: held-out perplexity over budgets and seeds.
 
-    python benchmarks/binarization.py [--seeds 0 1 2] [--budgets 10 30 100] [--workers 2]
+    python benchmarks/binarization.py [--seeds 0 1 2] [--budgets 3 6 12] [--workers 2]
 
 SmolLM2-135M-Instruct, every decoder linear layer binarized, trained by logit distillation from its
 full-precision self on standard-library source; the seed draws the corpus split (which files are
@@ -20,6 +20,7 @@ model. Reports mean and std over seeds per (budget, variant), writes the runs to
 
 import argparse
 import copy
+import json
 import multiprocessing
 import statistics
 import tempfile
@@ -48,24 +49,37 @@ UNTRAINED = ("full_precision", "one_shot", "rank_one_init")
 
 
 @cache
-def _setting(model_name: str, block_size: int, max_files: int, eval_blocks: int, seed: int):
-    """The teacher, the training blocks and the held-out blocks of one seed (built once per worker)."""
-    teacher, tokenizer = load_causal_lm(model_name)
-    corpus = stdlib_corpus(tokenizer, block_size, max_files=max_files, seed=seed)
-    held_out = corpus["validation"].select(range(min(eval_blocks, len(corpus["validation"]))))
-    return teacher, corpus["train"], held_out
+def _teacher(model_name: str):
+    return load_causal_lm(model_name)
+
+
+@cache
+def _blocks(model_name: str, block_size: int, max_files: int, eval_blocks: int, seed: int):
+    """The training blocks and the held-out blocks of one seed's corpus split (built once per worker)."""
+    corpus = stdlib_corpus(_teacher(model_name)[1], block_size, max_files=max_files, seed=seed)
+    return corpus["train"], corpus["validation"].select(range(min(eval_blocks, len(corpus["validation"]))))
+
+
+@cache
+def _binarized(model_name: str, init: str):
+    """The teacher binarized with ``init`` scales, and its mean init error (the rank-1 init takes minutes on a
+    busy core: done once per worker, copied per cell)."""
+    student = copy.deepcopy(_teacher(model_name)[0])
+    errors = binarize_model(student, init=init)
+    return student, statistics.mean(errors.values())
 
 
 def run_job(args: argparse.Namespace, seed: int, variant: str, budget: int) -> dict:
     """One (seed, variant, budget) cell: held-out perplexity of the binary model (or an untrained baseline)."""
     torch.set_num_threads(args.threads)
-    teacher, train, held_out = _setting(args.model, args.block_size, args.max_files, args.eval_blocks, seed)
+    teacher = _teacher(args.model)[0]
+    train, held_out = _blocks(args.model, args.block_size, args.max_files, args.eval_blocks, seed)
     if variant == "full_precision":
         return {"perplexity": perplexity(teacher, held_out)}
-    student = copy.deepcopy(teacher)
     init = "mean_abs" if variant in ("one_shot", "progressive_mean_abs") else "svid"
-    errors = binarize_model(student, init=init)
-    result = {"init_error": statistics.mean(errors.values())}
+    binarized, init_error = _binarized(args.model, init)
+    student = copy.deepcopy(binarized)
+    result = {"init_error": init_error}
     set_binarization_mix(student, 1.0)
     if variant in UNTRAINED:
         return result | {"perplexity": perplexity(student, held_out)}
@@ -100,6 +114,14 @@ def _run_job(job):
     return (seed, variant, budget), run_job(args, seed, variant, budget)
 
 
+def _cached_cells(path: Path, settings: dict) -> dict:
+    """Cells of an earlier (interrupted) run with the same settings, from its append-only ``cells.jsonl``."""
+    if not path.is_file():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {tuple(row["key"]): row["cell"] for row in rows if row["settings"] == settings}
+
+
 def _summary(values: list[float]) -> dict[str, float]:
     return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
 
@@ -107,14 +129,14 @@ def _summary(values: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--budgets", type=int, nargs="+", default=[10, 30, 100], help="distillation steps")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[3, 6, 12], help="distillation steps")
     parser.add_argument("--variants", nargs="+", choices=TRAINED, default=list(TRAINED))
     parser.add_argument("--ramp-fraction", type=float, default=0.5, help="ramp of the progressive variants")
     parser.add_argument("--model", choices=sorted(CAUSAL_LMS), default="smollm2")
     parser.add_argument("--block-size", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=2)
     parser.add_argument("--max-files", type=int, default=200)
-    parser.add_argument("--eval-blocks", type=int, default=32)
+    parser.add_argument("--eval-blocks", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=3e-3)
     parser.add_argument("--workers", type=int, default=2, help="processes running cells side by side")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker")
@@ -124,9 +146,21 @@ def main() -> None:
     jobs = [(args, seed, variant, 0) for seed in args.seeds for variant in UNTRAINED]
     jobs += [(args, seed, variant, budget) for seed in args.seeds for variant in args.variants for budget in budgets]
     jobs.sort(key=lambda job: -job[3] * (1 + args.ramp_fraction * (job[2] == "ramp_on_top")))  # longest first
+    settings = {name: value for name, value in vars(args).items() if name not in ("seeds", "budgets", "variants")}
+    settings = {name: value for name, value in settings.items() if name not in ("workers", "threads", "output_dir")}
+    cells_path = Path(args.output_dir) / "binarization_cells.jsonl"
+    cells = _cached_cells(cells_path, settings)
+    jobs = [job for job in jobs if job[1:] not in cells]
+    print(f"{len(cells)} cells from {cells_path}, {len(jobs)} to run", flush=True)
+    cells_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(args.workers, maxtasksperchild=None) as pool:
-        cells = dict(pool.imap_unordered(_run_job, jobs))
+    with multiprocessing.get_context("spawn").Pool(args.workers) as pool, cells_path.open("a") as log:
+        for done, (key, cell) in enumerate(pool.imap_unordered(_run_job, jobs), 1):
+            cells[key] = cell
+            log.write(json.dumps({"settings": settings, "key": key, "cell": cell}) + "\n")
+            log.flush()
+            minutes = (time.perf_counter() - start) / 60
+            print(f"[{done}/{len(jobs)} {minutes:.1f} min] seed, variant, budget {key}: {cell}", flush=True)
     runs = {
         variant: {str(budget): [cells[seed, variant, budget] for seed in args.seeds] for budget in budgets}
         for variant in args.variants

@@ -15,12 +15,13 @@ trained on, which are held out), the data order and the run. Per seed and distil
 
 and, without training, ``one_shot`` (sign with mean-``|W|`` scales), ``rank_one_init`` and the full-precision
 model. Reports mean and std over seeds per (budget, variant), writes the runs to ``--output-dir`` and
-``binarization_map.png`` (perplexity vs budget, one line per variant, +-1 std bands). The last line is JSON.
+``binarization_map.png`` (log10 perplexity vs budget, one line per variant, +-1 std bands). The last line is JSON.
 """
 
 import argparse
 import copy
 import json
+import math
 import multiprocessing
 import statistics
 import tempfile
@@ -34,7 +35,7 @@ from _harness import emit, save_json
 from hf_ext.data import stdlib_corpus
 from hf_ext.evaluation import perplexity
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
-from hf_ext.plotting import plot_log_sweeps
+from hf_ext.plotting import plot_seed_curves
 from hf_ext.quant import (
     LogitDistillationConfig,
     LogitDistillationTrainer,
@@ -123,14 +124,24 @@ def _cached_cells(path: Path, settings: dict) -> dict:
 
 
 def _summary(values: list[float]) -> dict[str, float]:
-    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+    """Mean and std, and since perplexities of a few short runs span orders of magnitude, the median and the
+    geometric mean with the std of log10 (the spread the plot shows)."""
+    logs = [math.log10(value) for value in values]
+    spread = statistics.stdev if len(values) > 1 else lambda _: 0.0
+    return {
+        "mean": statistics.mean(values),
+        "std": spread(values),
+        "median": statistics.median(values),
+        "geo_mean": 10 ** statistics.mean(logs),
+        "std_log10": spread(logs),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--budgets", type=int, nargs="+", default=[3, 6, 12], help="distillation steps")
-    parser.add_argument("--variants", nargs="+", choices=TRAINED, default=list(TRAINED))
+    parser.add_argument("--variants", nargs="*", choices=TRAINED, default=list(TRAINED), help="none: untrained only")
     parser.add_argument("--ramp-fraction", type=float, default=0.5, help="ramp of the progressive variants")
     parser.add_argument("--model", choices=sorted(CAUSAL_LMS), default="smollm2")
     parser.add_argument("--block-size", type=int, default=64)
@@ -191,19 +202,21 @@ def main() -> None:
     }
     out = Path(args.output_dir)
     save_json(args.output_dir, "binarization", summary | {"runs": runs, "baselines": baselines})
-    flat = {variant: [[run["perplexity"]] * len(budgets) for run in baselines[variant]] for variant in UNTRAINED[:2]}
+    flat = {
+        variant: [[(b, math.log10(run["perplexity"])) for b in budgets] for run in baselines[variant]]
+        for variant in UNTRAINED[:2]
+    }
     trained = {
-        variant: [[by_budget[str(b)][i]["perplexity"] for b in budgets] for i in range(len(args.seeds))]
+        variant: [
+            [(b, math.log10(by_budget[str(b)][i]["perplexity"])) for b in budgets] for i in range(len(args.seeds))
+        ]
         for variant, by_budget in runs.items()
     }
-    plot_log_sweeps(
-        {"held-out perplexity": trained | flat},
-        budgets,
+    plot_seed_curves(
+        trained | flat,
         out / "binarization_map.png",
-        f"Binarizing {args.model}: {len(args.seeds)} seeds, mean +-1 std",
-        xlabel="distillation steps (budget N)",
-        ylabels={"held-out perplexity": "held-out perplexity"},
-        ncols=1,
+        f"Binarizing {args.model}: {len(args.seeds)} seeds, mean +-1 std of log10",
+        ylabel="log10 held-out perplexity",
     )
     emit(summary)
 

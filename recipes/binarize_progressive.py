@@ -6,7 +6,8 @@
 Binarizes every decoder linear layer (embeddings, norms and the tied LM head stay full
 precision), initialises the dual scales from a rank-1 decomposition of ``|W|``, then trains the
 student to match the teacher's logits on standard-library source text while ``lambda`` rises
-from 0 (dense) to 1 (binary) over the first ``binarize_fraction`` of the steps and stays 1 after.
+from 0 (dense) to 1 (binary) over the first ``binarize_fraction`` of the steps (or ``ramp_steps``)
+and stays 1 after; at short budgets binary from step 0 measured better (docs/quant.md).
 Reports held-out perplexity of the teacher, of the binary model at init and after training, and
 of the packed export (which must equal the trained one), plus the packed size of the linear
 layers vs fp16. Writes ``results.json``, ``curves.png`` and the packed model to ``output_dir``.
@@ -50,12 +51,17 @@ class BinarizeArguments:
     schedule: str = field(default="linear", metadata={"help": f"Shape of the lambda ramp, one of {list(SCHEDULES)}."})
     binarize_fraction: float = field(
         default=0.5,
-        metadata={"help": "Fraction of max_steps over which lambda rises to 1 (then training goes on binary)."},
+        metadata={
+            "help": "Fraction of max_steps over which lambda rises to 1 (then training goes on binary). Measured "
+            "map (docs/quant.md, 3 seeds): at 3-12 steps a 0.5 ramp lost to progressive=false at every budget; "
+            "0.5 is kept for the shipped 100 steps, the one budget where it was measured ahead (one seed)."
+        },
     )
     ramp_steps: int | None = field(
         default=None,
         metadata={
-            "help": "Steps over which lambda rises to 1, in [1, max_steps]; when set, binarize_fraction is unused."
+            "help": "Steps over which lambda rises to 1, in [1, max_steps]; when set, binarize_fraction is unused. "
+            "For short runs, a ramp on top of the binary steps (max_steps = binary steps + ramp_steps) keeps them."
         },
     )
     ste_clip: float | None = field(

@@ -6,7 +6,8 @@
 Binarizes every decoder linear layer (embeddings, norms and the tied LM head stay full
 precision), initialises the dual scales from a rank-1 decomposition of ``|W|``, then trains the
 student to match the teacher's logits on standard-library source text while ``lambda`` rises
-from 0 (dense) to 1 (binary) over the first ``binarize_fraction`` of the steps and stays 1 after.
+from 0 (dense) to 1 (binary) over the first ``binarize_fraction`` of the steps (or ``ramp_steps``)
+and stays 1 after; at short budgets binary from step 0 measured better (docs/quant.md).
 Reports held-out perplexity of the teacher, of the binary model at init and after training, and
 of the packed export (which must equal the trained one), plus the packed size of the linear
 layers vs fp16. Writes ``results.json``, ``curves.png`` and the packed model to ``output_dir``.
@@ -31,6 +32,7 @@ from hf_ext.quant import (
     ProgressiveBinarizationCallback,
     binarize_model,
     load_packed,
+    ramp_length,
     save_packed,
     set_binarization_mix,
 )
@@ -49,7 +51,18 @@ class BinarizeArguments:
     schedule: str = field(default="linear", metadata={"help": f"Shape of the lambda ramp, one of {list(SCHEDULES)}."})
     binarize_fraction: float = field(
         default=0.5,
-        metadata={"help": "Fraction of max_steps over which lambda rises to 1 (then training goes on binary)."},
+        metadata={
+            "help": "Fraction of max_steps over which lambda rises to 1 (then training goes on binary). Measured "
+            "map (docs/quant.md, 3 seeds): at 3-12 steps a 0.5 ramp lost to progressive=false at every budget; "
+            "0.5 is kept for the shipped 100 steps, the one budget where it was measured ahead (one seed)."
+        },
+    )
+    ramp_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "Steps over which lambda rises to 1, in [1, max_steps]; when set, binarize_fraction is unused. "
+            "For short runs, a ramp on top of the binary steps (max_steps = binary steps + ramp_steps) keeps them."
+        },
     )
     ste_clip: float | None = field(
         default=1.0, metadata={"help": "Straight-through clipping in units of a_i b_j (None: no clipping)."}
@@ -68,6 +81,8 @@ class BinarizeArguments:
             raise ValueError(f"`schedule` must be one of {list(SCHEDULES)}, got {self.schedule!r}")
         if not 0 < self.binarize_fraction <= 1:
             raise ValueError(f"`binarize_fraction` must be in (0, 1], got {self.binarize_fraction}")
+        if self.ramp_steps is not None and self.ramp_steps < 1:
+            raise ValueError(f"`ramp_steps` must be in [1, max_steps] or None, got {self.ramp_steps}")
 
 
 def corpus_splits(tokenizer, script_args: BinarizeArguments, seed: int):
@@ -88,6 +103,7 @@ def parse_args(argv: list[str] | None) -> tuple[BinarizeArguments, LogitDistilla
 
 def main(argv: list[str] | None = None) -> dict:
     script_args, training_args = parse_args(argv)
+    ramp = ramp_length(training_args.max_steps, script_args.binarize_fraction, script_args.ramp_steps)
     state = PartialState()
     teacher, tokenizer = load_causal_lm(script_args.model)
     student = copy.deepcopy(teacher)
@@ -110,8 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     callbacks = []
     if script_args.progressive:
-        end = max(1, round(script_args.binarize_fraction * training_args.max_steps))
-        callbacks.append(ProgressiveBinarizationCallback(script_args.schedule, start=0, end=end))
+        callbacks.append(ProgressiveBinarizationCallback(script_args.schedule, start=0, end=ramp))
     trainer = LogitDistillationTrainer(
         student,
         teacher,

@@ -11,7 +11,7 @@ from .binary_linear import (
 from .convert import binarize_model, binary_layers, set_binarization_mix
 from .distill import LogitDistillationConfig, LogitDistillationTrainer, distillation_loss
 from .packed import PackedBinaryLinear, load_packed, save_packed
-from .schedule import ProgressiveBinarizationCallback, binarization_mix
+from .schedule import ProgressiveBinarizationCallback, binarization_mix, ramp_length
 
 __all__ = [
     "LogitDistillationConfig",
@@ -27,6 +27,7 @@ __all__ = [
     "distillation_loss",
     "load_packed",
     "mean_abs_scales",
+    "ramp_length",
     "rank_one_scales",
     "relative_binary_error",
     "save_packed",

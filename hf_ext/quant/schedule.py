@@ -28,13 +28,36 @@ def binarization_mix(step: int, schedule: str, start: int, end: int, num_stages:
     return math.floor(progress * num_stages) / num_stages
 
 
+def ramp_length(max_steps: int, binarize_fraction: float = 0.5, ramp_steps: int | None = None) -> int:
+    """Steps over which ``lambda`` rises 0 -> 1 in a run of ``max_steps``: ``ramp_steps`` when given, else
+    ``binarize_fraction`` of ``max_steps`` (at least 1 step).
+
+    A relative ramp eats half of a short budget; an absolute one leaves the rest binary. Refuses a
+    ramp that would not end within the run (the model would never be fully binary).
+    """
+    for name, value in (("max_steps", max_steps), ("binarize_fraction", binarize_fraction), ("ramp_steps", ramp_steps)):
+        check_finite("ramp_length", name, value)
+    if max_steps < 1:
+        raise ValueError(f"ramp_length: `max_steps` must be >= 1, got {max_steps}")
+    if ramp_steps is None:
+        if not 0 < binarize_fraction <= 1:
+            raise ValueError(f"ramp_length: `binarize_fraction` must be in (0, 1], got {binarize_fraction}")
+        return max(1, round(binarize_fraction * max_steps))
+    if not 1 <= ramp_steps <= max_steps:
+        raise ValueError(
+            f"ramp_length: `ramp_steps` must be in [1, max_steps={max_steps}] (a ramp within the run), got {ramp_steps}"
+        )
+    return ramp_steps
+
+
 class ProgressiveBinarizationCallback(TrainerCallback):
     """Drives every :class:`ProgressiveBinaryLinear`'s ``lambda`` from the Trainer's global step.
 
     Args:
         schedule: ``"linear"``, ``"cosine"`` or ``"step"``.
         start: the step at which binarization starts (lambda 0 until then).
-        end: the step from which the model is fully binary; ``None``: the run's last step.
+        end: the step from which the model is fully binary, at most the run's ``max_steps``; ``None``:
+            the run's last step.
         num_stages: number of jumps of the ``"step"`` schedule.
 
     ``lambda`` is set before every step from the step number alone, so a run resumed from a
@@ -63,6 +86,11 @@ class ProgressiveBinarizationCallback(TrainerCallback):
             raise ValueError(
                 f"ProgressiveBinarizationCallback: the schedule ends at step {end} (`end`, or the run's "
                 f"max_steps), not after `start` ({self.start})"
+            )
+        if end > state.max_steps:
+            raise ValueError(
+                f"ProgressiveBinarizationCallback: `end` must be in ({self.start}, max_steps={state.max_steps}]: "
+                f"a ramp ending at step {end} leaves the model not fully binary when the run stops"
             )
         return end
 

@@ -13,6 +13,7 @@ from hf_ext.quant import (
     binarization_mix,
     binarize_model,
     binary_layers,
+    ramp_length,
 )
 
 
@@ -69,6 +70,46 @@ def test_schedules_rise_from_start_to_end(schedule, expected):
 def test_bad_schedules_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ProgressiveBinarizationCallback(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"max_steps": 30}, 15),
+        ({"max_steps": 3, "binarize_fraction": 0.1}, 1),
+        ({"max_steps": 30, "ramp_steps": 10}, 10),
+        ({"max_steps": 30, "binarize_fraction": 0.9, "ramp_steps": 30}, 30),
+    ],
+)
+def test_ramp_length_is_absolute_when_given_else_a_fraction(kwargs, expected):
+    assert ramp_length(**kwargs) == expected
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_steps": 30, "ramp_steps": 31}, r"`ramp_steps` must be in \[1, max_steps=30\].*got 31"),
+        ({"max_steps": 30, "ramp_steps": -5}, r"`ramp_steps` must be in \[1, max_steps=30\].*got -5"),
+        ({"max_steps": 30, "ramp_steps": 0}, r"`ramp_steps` must be in \[1, max_steps=30\]"),
+        ({"max_steps": 30, "binarize_fraction": 1.5}, r"`binarize_fraction` must be in \(0, 1\]"),
+        ({"max_steps": 0}, "`max_steps` must be >= 1"),
+        ({"max_steps": 30, "binarize_fraction": float("nan")}, "binarize_fraction"),
+    ],
+)
+def test_bad_ramps_are_refused_naming_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ramp_length(**kwargs)
+
+
+def test_a_ramp_longer_than_the_run_is_refused_at_train_begin(tiny_pair, token_blocks, distill_config):
+    model, teacher, _ = tiny_pair
+    binarize_model(model)
+    callback = ProgressiveBinarizationCallback(end=7)
+    trainer = LogitDistillationTrainer(
+        model, teacher, distill_config(), train_dataset=token_blocks, callbacks=[callback]
+    )
+    with pytest.raises(ValueError, match=r"`end` must be in \(0, max_steps=6\].*step 7"):
+        trainer.train()
 
 
 def test_a_schedule_starting_after_the_run_ends_is_refused_at_train_begin(tiny_pair, token_blocks, distill_config):

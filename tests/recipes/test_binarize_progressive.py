@@ -24,6 +24,11 @@ def test_recipe_binarizes_trains_exports_and_reports(tmp_path):
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
 
+def test_an_absolute_ramp_replaces_the_fraction(tmp_path):
+    results = _run(tmp_path, "--ramp_steps", "1", "--binarize_fraction", "1.0")
+    assert [value for _, value in results["lambda"]] == pytest.approx([0, 1, 1, 1, 1])
+
+
 def test_one_jump_training_keeps_lambda_at_one(tmp_path):
     results = _run(tmp_path, "--progressive", "false", "--init", "mean_abs")
     assert results["lambda"] == [] and results["steps"] == 4
@@ -35,6 +40,8 @@ def test_one_jump_training_keeps_lambda_at_one(tmp_path):
         (["--binarize_fraction", "0"], r"`binarize_fraction` must be in \(0, 1\]"),
         (["--schedule", "exp"], r"`schedule` must be one of \['linear', 'cosine', 'step'\]"),
         (["--init", "zeros"], r"`init` must be one of \['svid', 'mean_abs'\]"),
+        (["--ramp_steps", "-2"], r"`ramp_steps` must be in \[1, max_steps\] or None, got -2"),
+        (["--ramp_steps", "5"], r"`ramp_steps` must be in \[1, max_steps=4\].*got 5"),
     ],
 )
 def test_bad_arguments_name_the_field(tmp_path, flags, message):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 from accelerate import PartialState
+from accelerate.utils import broadcast_object_list
 from transformers import set_seed
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
@@ -83,7 +84,16 @@ class GRPOSGDArguments:
 
 
 def _checkpoint_sizes(model, base_state) -> dict[str, float]:
-    """Bytes of a sparse delta in each mode against the initial weights, and of a full safetensors checkpoint."""
+    """Bytes of a sparse delta in each mode against the initial weights, and of a full safetensors checkpoint.
+
+    Measured on the main process (``save_pretrained`` writes nothing on the other ranks) and shared with them.
+    """
+    shared = [_measure_checkpoint_sizes(model, base_state) if PartialState().is_main_process else None]
+    broadcast_object_list(shared)
+    return shared[0]
+
+
+def _measure_checkpoint_sizes(model, base_state) -> dict[str, float]:
     sizes = {}
     with tempfile.TemporaryDirectory() as scratch:
         model.save_pretrained(Path(scratch) / "full")

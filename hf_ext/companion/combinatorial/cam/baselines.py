@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._highs import highs_model, run_highs
 from .graphs import Graph
 
 
@@ -85,16 +86,14 @@ def _solve_binary_ilp(n_vars: int, cost: np.ndarray, rows, upper: np.ndarray, ti
 
     if n_vars == 0:
         return np.zeros(0, dtype=bool), True  # HiGHS calls an empty model "empty", not optimal
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", float(time_limit))
+    h = highs_model(time_limit)
     h.addVars(n_vars, np.zeros(n_vars), np.ones(n_vars))
     idx = np.arange(n_vars, dtype=np.int32)
     h.changeColsCost(n_vars, idx, cost.astype(float))
     h.changeColsIntegrality(n_vars, idx, np.array([highspy.HighsVarType.kInteger] * n_vars))
     for (columns, values), hi in zip(rows, upper, strict=True):
         h.addRow(-highspy.kHighsInf, float(hi), len(columns), np.asarray(columns, np.int32), np.asarray(values, float))
-    h.run()
+    run_highs(h)
     optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
     solution = np.round(np.asarray(h.getSolution().col_value)).astype(bool)
     return solution, optimal

@@ -7,6 +7,8 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
+from .._highs import highs_model, run_highs
+
 
 @dataclass
 class MipResult:
@@ -30,10 +32,7 @@ def solve_mip(
         raise ValueError(f"solve_mip: `time_limit` must be > 0 seconds, got {time_limit}")
     matrix = sp.csc_array(matrix)
     m, n = matrix.shape
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", float(time_limit))
-    h.setOptionValue("threads", int(threads))
+    h = highs_model(time_limit, threads)
     h.addRows(m, np.ones(m), np.full(m, highspy.kHighsInf), 0, np.zeros(0, np.int32), np.zeros(0, np.int32), [])
     h.addCols(
         n, np.asarray(costs, np.float64), np.zeros(n), np.ones(n), matrix.nnz,
@@ -47,7 +46,7 @@ def solve_mip(
         solution.col_value = np.asarray(warm_start, np.float64).tolist()
         solution.value_valid = True
         h.setSolution(solution)
-    h.run()
+    run_highs(h)
     info = h.getInfo()
     found = info.primal_solution_status == 2  # kSolutionStatusFeasible
     selected = np.asarray(h.getSolution().col_value) > 0.5 if found else np.zeros(n, dtype=bool)

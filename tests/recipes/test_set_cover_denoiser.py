@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from hf_ext.companion.combinatorial.set_cover import DenoiserTrainingConfig, load_denoiser
 from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.set_cover_denoiser import SetCoverDenoiserArguments, main, parser
@@ -19,3 +21,9 @@ def test_shipped_config_is_the_cached_default():
     (args,) = parser().parse_args_and_config(["--config", config])
     assert isinstance(args, SetCoverDenoiserArguments)
     assert args.training() == DenoiserTrainingConfig()
+
+
+@pytest.mark.slow
+def test_two_processes_train_once(run_on_two_processes):
+    out = run_on_two_processes("set_cover_denoiser", ["quick=true"])
+    assert out.count("final loss") == 1

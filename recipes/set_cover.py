@@ -29,7 +29,9 @@ from trl import TrlParser
 from hf_ext._validation import check_finite_fields
 from hf_ext.companion.combinatorial.set_cover import (
     LNSConfig,
+    SetCoverInstance,
     beasley,
+    load_denoiser,
     primal_gap,
     primal_integral,
     rail_like,
@@ -39,7 +41,10 @@ from hf_ext.companion.combinatorial.set_cover.compare import METHODS, run_method
 from hf_ext.plotting import plot_log_sweeps
 from hf_ext.recipes._results import write_results
 
-FAMILIES = ("beasley", "rail")
+# beasley (costs 1-100) and rail (costs 1-2) are the denoiser's training regimes; correlated (Beasley's structure,
+# a column costs its row count plus up to as much again, so every cost per row lies in 1-2) and rail_wide (rail's
+# structure, costs 1-1000) are held out from training
+FAMILIES = ("beasley", "rail", "correlated", "rail_wide")
 QUICK = {"n_columns": [3000], "time_limits": [1.0], "seeds": [0], "neighbourhood_size": 300, "sub_time_limit": 0.2}
 GAP_FLOOR = 1e-4  # a gap of 0 (the best run) is drawn at this floor on the log axis
 
@@ -54,7 +59,12 @@ class SetCoverArguments:
     time_limits: list[float] = field(default_factory=lambda: [10.0], metadata={"help": "Wall-clock budgets, s."})
     neighbourhood_size: int = field(default=2000, metadata={"help": "LNS: columns freed per subproblem."})
     sub_time_limit: float = field(default=1.0, metadata={"help": "LNS: HiGHS seconds per subproblem."})
+    adapt_size: bool = field(default=False, metadata={"help": "LNS: adapt the neighbourhood size (LNSConfig)."})
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "Instance and search seeds."})
+    glns_steps: int = field(default=10, metadata={"help": "GLNS: denoiser calls per neighbourhood (2..10)."})
+    denoiser: str = field(
+        default="", metadata={"help": "GLNS's checkpoint (hf-ext run set_cover_denoiser); empty: the cached default."}
+    )
     output_dir: str = field(default="outputs/set_cover", metadata={"help": "Where the CSV, JSON and PNG go."})
     quick: bool = field(default=False, metadata={"help": "3000 columns, 1 s, one seed: an end-to-end check."})
 
@@ -69,12 +79,15 @@ class SetCoverArguments:
             raise ValueError(f"SetCoverArguments: `time_limits` must be seconds > 0, got {self.time_limits}")
         if not self.beasley_rows_per_column > 0:
             raise ValueError("SetCoverArguments: `beasley_rows_per_column` must be > 0")
+        if not 2 <= self.glns_steps <= 10:
+            raise ValueError(f"SetCoverArguments: `glns_steps` must be an integer in 2..10, got {self.glns_steps}")
         self.lns_config()  # neighbourhood_size and sub_time_limit are checked by LNSConfig
 
     def lns_config(self, seed: int = 0) -> LNSConfig:
         return LNSConfig(
             neighbourhood_size=self.neighbourhood_size,
             sub_time_limit=self.sub_time_limit,
+            adapt_size=self.adapt_size,
             time_limit=max(self.time_limits),
             seed=seed,
         )
@@ -92,11 +105,21 @@ def parse_args(argv: list[str] | None) -> SetCoverArguments:
     return args
 
 
-def make_instance(family: str, n_columns: int, seed: int, args: SetCoverArguments):
+def make_instance(family: str, n_columns: int, seed: int, args: SetCoverArguments) -> SetCoverInstance:
     n_rows = max(1, n_columns // args.columns_per_row)
-    if family == "rail":
-        return rail_like(n_rows, n_columns, seed=seed)
-    return beasley(n_rows, n_columns, min(1.0, args.beasley_rows_per_column / n_rows), seed=seed)
+    if family.startswith("rail"):
+        instance = rail_like(n_rows, n_columns, seed=seed)
+    else:
+        instance = beasley(n_rows, n_columns, min(1.0, args.beasley_rows_per_column / n_rows), seed=seed)
+    rng = np.random.default_rng([seed, 27])
+    if family == "correlated":
+        counts = np.diff(instance.matrix.indptr)
+        costs = counts + rng.integers(0, counts + 1)
+    elif family == "rail_wide":
+        costs = rng.integers(1, 1001, n_columns)
+    else:
+        return instance
+    return SetCoverInstance(costs, instance.matrix, name=f"{family}_{instance.name}")
 
 
 def score(curve: dict, best: float, budget: float) -> dict:
@@ -128,6 +151,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not state.is_main_process:  # HiGHS and OR-Tools runs are timed: one process runs them, the others wait
         state.wait_for_everyone()
         return {}
+    denoiser = load_denoiser(args.denoiser) if args.denoiser and "glns" in args.methods else None
     budget = max(args.time_limits)
     grid = np.geomspace(budget / 200, budget, 40)
     rows, panels, memory = [], defaultdict(lambda: defaultdict(list)), {}
@@ -136,7 +160,9 @@ def main(argv: list[str] | None = None) -> dict:
         started = time.perf_counter()
         instance = make_instance(family, n_columns, seed, args)
         generate_seconds = time.perf_counter() - started
-        curves = {m: run_method(m, instance, budget, args.lns_config(seed)) for m in args.methods}
+        curves = {
+            m: run_method(m, instance, budget, args.lns_config(seed), denoiser, args.glns_steps) for m in args.methods
+        }
         best = min(min(c["values"], default=np.inf) for c in curves.values())
         memory[f"{family}_{n_columns}"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (KiB units)
         for method, curve in curves.items():

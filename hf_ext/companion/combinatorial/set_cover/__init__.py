@@ -4,7 +4,8 @@ GLNS's generative policy) and metrics.
 Needs the ``[combinatorial]`` extra (``highspy``; ``ortools`` for the baselines in the benchmark).
 """
 
-from .diffusion import ColumnDenoiser, GenerativeNeighbourhood, default_denoiser, train_denoiser, trajectory
+from .checkpoint import default_denoiser, load_denoiser, save_denoiser
+from .diffusion import ColumnDenoiser, GenerativeNeighbourhood, trajectory
 from .greedy import greedy, remove_redundant
 from .instability import instability
 from .instance import SetCoverInstance, beasley, rail_like, read_orlib, read_rail
@@ -12,10 +13,12 @@ from .lns import POLICIES, LNSConfig, LNSResult, repair, run_lns
 from .metrics import primal_gap, primal_integral, time_to_target
 from .mip import MipResult, solve_mip
 from .neighbourhood import grow_neighbourhood, local_neighbourhood, random_neighbourhood
+from .training import DenoiserTrainingConfig, train_denoiser
 
 __all__ = [
     "POLICIES",
     "ColumnDenoiser",
+    "DenoiserTrainingConfig",
     "GenerativeNeighbourhood",
     "LNSConfig",
     "LNSResult",
@@ -26,6 +29,7 @@ __all__ = [
     "greedy",
     "grow_neighbourhood",
     "instability",
+    "load_denoiser",
     "local_neighbourhood",
     "primal_gap",
     "primal_integral",
@@ -36,6 +40,7 @@ __all__ = [
     "remove_redundant",
     "repair",
     "run_lns",
+    "save_denoiser",
     "solve_mip",
     "time_to_target",
     "train_denoiser",

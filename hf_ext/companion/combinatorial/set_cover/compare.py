@@ -3,7 +3,8 @@
 import time
 from dataclasses import replace
 
-from .diffusion import GenerativeNeighbourhood, default_denoiser
+from .checkpoint import default_denoiser
+from .diffusion import STEPS, ColumnDenoiser, GenerativeNeighbourhood
 from .greedy import greedy
 from .instance import SetCoverInstance
 from .lns import LNSConfig, run_lns
@@ -39,18 +40,30 @@ def _lns(policy: str):
     return run
 
 
-def _glns(instance: SetCoverInstance, time_limit: float, config: LNSConfig) -> dict:
+def _glns(
+    instance: SetCoverInstance, time_limit: float, config: LNSConfig, denoiser: ColumnDenoiser | None, steps: int
+) -> dict:
     """LNS with the generative policy; the default denoiser is trained (once, cached) before the clock starts."""
-    policy = GenerativeNeighbourhood(default_denoiser(), seed=config.seed)
+    policy = GenerativeNeighbourhood(denoiser or default_denoiser(), steps=steps, seed=config.seed)
     result = run_lns(instance, replace(config, time_limit=time_limit), neighbourhood=policy)
     return {"times": result.times, "values": result.values, "selected": result.selected}
 
 
-RUNNERS = {"glns": _glns, "local_lns": _lns("local"), "random_lns": _lns("random"), "highs": _highs, "greedy": _greedy}
+RUNNERS = {"local_lns": _lns("local"), "random_lns": _lns("random"), "highs": _highs, "greedy": _greedy}
 
 
-def run_method(method: str, instance: SetCoverInstance, time_limit: float, config: LNSConfig) -> dict:
-    """``{"times", "values", "selected"}``: when each incumbent appeared (seconds from the call) and its objective."""
+def run_method(
+    method: str,
+    instance: SetCoverInstance,
+    time_limit: float,
+    config: LNSConfig,
+    denoiser: ColumnDenoiser | None = None,
+    steps: int = STEPS,
+) -> dict:
+    """``{"times", "values", "selected"}``: when each incumbent appeared (seconds from the call) and its objective.
+    GLNS uses ``denoiser`` (a trained ``ColumnDenoiser``; the cached default when None) for ``steps`` model calls."""
+    if method == "glns":
+        return _glns(instance, time_limit, config, denoiser, steps)
     if method in ORTOOLS_METHODS:
         return run_ortools(method, instance, time_limit)
     if method not in RUNNERS:

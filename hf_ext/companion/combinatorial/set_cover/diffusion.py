@@ -1,26 +1,19 @@
 """GLNS's generative policy: a small discrete-diffusion denoiser over column bits on the bipartite row-column graph.
 
 Plain torch (two rounds of mean message passing through a sparse incidence matrix), trained on subproblems HiGHS
-solves on small instances. At search time it denoises the bits of a local region around the incumbent, scores each
-column's instability along the trajectory and grows the neighbourhood from the most unstable one.
+solves on small instances (``training.py``). At search time it denoises the bits of a local region around the
+incumbent, scores each column's instability along the trajectory and grows the neighbourhood from the most unstable
+one.
 """
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 from torch import nn
-from tqdm.auto import tqdm
 
-from hf_ext._files import open_safetensors
-
-from .greedy import greedy
 from .instability import instability
-from .instance import SetCoverInstance, beasley, rail_like
-from .lns import repair
+from .instance import SetCoverInstance
 from .neighbourhood import grow_neighbourhood, local_neighbourhood
 
 STEPS = 10  # denoising steps; the uniform-noise schedule keeps a bit with probability 1 - t / STEPS
@@ -58,6 +51,7 @@ class ColumnDenoiser(nn.Module):
 
     def __init__(self, hidden: int = 32, rounds: int = 2):
         super().__init__()
+        self.hidden, self.rounds = hidden, rounds  # saved in the checkpoint's config.json
         self.column_in, self.row_in = nn.Linear(4, hidden), nn.Linear(2, hidden)
         self.to_rows = nn.ModuleList(nn.Linear(2 * hidden, hidden) for _ in range(rounds))
         self.to_columns = nn.ModuleList(nn.Linear(2 * hidden, hidden) for _ in range(rounds))
@@ -83,77 +77,64 @@ def add_noise(bits: torch.Tensor, t: int, generator: torch.Generator) -> torch.T
     return torch.where(keep, bits, coin)
 
 
+def keep(t: int) -> float:
+    """The probability that a bit survives from step 0 to step ``t`` (else it is a fair coin)."""
+    return 1.0 - t / STEPS
+
+
+def posterior(p_x0: torch.Tensor, bits: torch.Tensor, t: int, s: int) -> torch.Tensor:
+    """p(x_s = 1 | x_t = bits) for s < t: the exact D3PM posterior q(x_s | x_t, x_0), mixed over the predicted
+    p(x_0 = 1). Both steps are uniform noise: q(x_t | x_s) keeps a bit with probability keep(t) / keep(s)."""
+    step = keep(t) / keep(s)
+
+    def likelihood(a: int) -> torch.Tensor:  # q(x_t = bits | x_s = a)
+        return step * (bits == a).float() + (1 - step) / 2
+
+    def prior(a: int, x0: int) -> float:  # q(x_s = a | x_0)
+        return keep(s) * (a == x0) + (1 - keep(s)) / 2
+
+    ones = [likelihood(1) * prior(1, x0) for x0 in (0, 1)]
+    given = [one / (one + likelihood(0) * prior(0, x0)) for one, x0 in zip(ones, (0, 1), strict=True)]
+    return p_x0 * given[1] + (1 - p_x0) * given[0]
+
+
 @torch.no_grad()
-def trajectory(model: ColumnDenoiser, region: Region, generator: torch.Generator) -> np.ndarray:
-    """The predicted p(x_0 = 1) of every region column at each of the STEPS denoising steps, from pure noise."""
+def trajectory(model: ColumnDenoiser, region: Region, generator: torch.Generator, steps: int = STEPS) -> np.ndarray:
+    """The predicted p(x_0 = 1) of every region column at each of ``steps`` denoising steps (evenly spaced from
+    STEPS down to 1), from pure noise; between them x_s is drawn from the exact posterior."""
+    if not 2 <= steps <= STEPS:
+        raise ValueError(f"trajectory: `steps` must be an integer in 2..{STEPS}, got {steps}")
+    times = np.unique(np.round(np.linspace(STEPS, 1, steps)).astype(int))[::-1].tolist() + [0]
     bits = (torch.rand(len(region.columns), generator=generator) < 0.5).float()
     predictions = []
-    for t in range(STEPS, 0, -1):
+    for t, s in zip(times[:-1], times[1:], strict=True):
         p = torch.sigmoid(model(region, bits, t))
         predictions.append(p.numpy())
-        bits = add_noise((torch.rand(p.shape, generator=generator) < p).float(), t - 1, generator)
+        bits = (torch.rand(p.shape, generator=generator) < posterior(p, bits, t, s)).float()
     return np.stack(predictions)
 
 
 class GenerativeNeighbourhood:
-    """GLNS's policy: a region ``region_factor`` times the bound around the incumbent, denoised; the neighbourhood
-    grows, connected, from the region's most unstable column."""
+    """GLNS's policy: a region ``region_factor`` times the bound around the incumbent, denoised in ``steps`` model
+    calls; the neighbourhood grows, connected, from the region's most unstable column."""
 
-    def __init__(self, model: ColumnDenoiser, region_factor: int = 2, seed: int = 0):
-        self.model, self.region_factor = model.eval(), region_factor
+    def __init__(self, model: ColumnDenoiser, region_factor: int = 2, steps: int = STEPS, seed: int = 0):
+        if region_factor < 1 or not 2 <= steps <= STEPS:
+            raise ValueError(
+                f"GenerativeNeighbourhood: `region_factor` must be >= 1 and `steps` in 2..{STEPS}, "
+                f"got {region_factor}, {steps}"
+            )
+        self.model, self.region_factor, self.steps = model.eval(), region_factor, steps
         self.generator = torch.Generator().manual_seed(seed)
+
+    def scores(self, region: Region) -> np.ndarray:
+        """Each region column's instability along one denoising trajectory."""
+        return instability(trajectory(self.model, region, self.generator, self.steps))
 
     def __call__(self, instance: SetCoverInstance, incumbent: np.ndarray, size: int, rng) -> np.ndarray:
         columns = local_neighbourhood(instance, incumbent, self.region_factor * size, rng)
-        region = region_graph(instance, incumbent, columns)
         scores = np.full(instance.n_columns, -np.inf)
-        scores[columns] = instability(trajectory(self.model, region, self.generator))
+        scores[columns] = self.scores(region_graph(instance, incumbent, columns))
         allowed = np.zeros(instance.n_columns, dtype=bool)
         allowed[columns] = True
         return grow_neighbourhood(instance, scores, size, int(columns[np.argmax(scores[columns])]), allowed)
-
-
-def training_examples(count: int, region_size: int = 200, seed: int = 0) -> list[tuple[Region, torch.Tensor]]:
-    """(region, HiGHS-optimal bits) pairs on small Beasley-style and rail-like instances around their greedy cover."""
-    rng, examples = np.random.default_rng(seed), []
-    for k in tqdm(range(count), desc="solving training subproblems"):
-        instance = beasley(200, 2000, 0.02, seed=seed + k) if k % 2 else rail_like(200, 2000, seed=seed + k)
-        incumbent = greedy(instance)
-        columns = local_neighbourhood(instance, incumbent, region_size, rng)
-        solved = repair(instance, incumbent, columns, time_limit=1.0)
-        examples.append((region_graph(instance, incumbent, columns), torch.as_tensor(solved[columns]).float()))
-    return examples
-
-
-def train_denoiser(examples: int = 60, epochs: int = 30, seed: int = 0) -> ColumnDenoiser:
-    """Fit the denoiser by binary cross-entropy on x_0 at random timesteps (CPU, one to two minutes)."""
-    if examples < 1 or epochs < 1:
-        raise ValueError(f"train_denoiser: `examples` and `epochs` must be integers >= 1, got {examples}, {epochs}")
-    torch.manual_seed(seed)
-    data, model = training_examples(examples, seed=seed), ColumnDenoiser()
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in tqdm(range(epochs), desc="training the denoiser"):
-        for region, target in data:
-            t = int(torch.randint(1, STEPS + 1, (1,), generator=generator))
-            loss = nn.functional.binary_cross_entropy_with_logits(
-                model(region, add_noise(target, t, generator), t), target
-            )
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    return model.eval()
-
-
-def default_denoiser(cache: str | Path | None = None, examples: int = 60, epochs: int = 30) -> ColumnDenoiser:
-    """The trained default, built once by ``train_denoiser(examples, epochs)`` and cached as safetensors in
-    ``cache`` (``$HF_EXT_CACHE`` or ``~/.cache/hf_ext``); a later call only loads it."""
-    root = Path(cache or os.environ.get("HF_EXT_CACHE", Path.home() / ".cache" / "hf_ext"))
-    path = root / "set_cover_denoiser.safetensors"
-    model = ColumnDenoiser()
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_file(train_denoiser(examples, epochs).state_dict(), str(path))
-    with open_safetensors(path, "default_denoiser") as handle:
-        model.load_state_dict({key: handle.get_tensor(key) for key in handle.keys()})
-    return model.eval()

@@ -22,6 +22,13 @@ class LNSConfig:
     time_limit: float = field(default=10.0, metadata={"help": "Wall-clock seconds of the whole search (> 0)."})
     sub_time_limit: float = field(default=1.0, metadata={"help": "HiGHS seconds per subproblem (> 0)."})
     max_iterations: int = field(default=10**9, metadata={"help": "Stop after this many subproblems (>= 1)."})
+    adapt_size: bool = field(
+        default=False,
+        metadata={
+            "help": "Grow the neighbourhood 1.25x after a subproblem solved to optimality without improvement, "
+            "shrink it 0.8x after one that hit `sub_time_limit` (between 1/4 and 4x `neighbourhood_size`)."
+        },
+    )
     seed: int = field(default=0, metadata={"help": "Seeds the neighbourhood choices."})
 
     def __post_init__(self):
@@ -45,8 +52,11 @@ class LNSResult:
     iterations: int
 
 
-def repair(instance: SetCoverInstance, incumbent: np.ndarray, free: np.ndarray, time_limit: float) -> np.ndarray:
-    """Re-optimise the columns ``free`` with every other column fixed at its incumbent value; returns the new mask.
+def repair(
+    instance: SetCoverInstance, incumbent: np.ndarray, free: np.ndarray, time_limit: float
+) -> tuple[np.ndarray, bool]:
+    """Re-optimise the columns ``free`` with every other column fixed at its incumbent value; returns the new mask
+    and whether HiGHS proved it optimal for the subproblem.
 
     The subproblem keeps only the rows the fixed selection leaves uncovered, so its size is bounded by the
     neighbourhood and not by the instance; HiGHS starts from the incumbent's restriction (feasible by construction).
@@ -56,11 +66,11 @@ def repair(instance: SetCoverInstance, incumbent: np.ndarray, free: np.ndarray, 
     fixed[free] = False
     open_rows = np.flatnonzero(instance.coverage(fixed) == 0)
     if len(open_rows) == 0:
-        return fixed
+        return fixed, True
     sub = instance.rows_to_columns[open_rows][:, free].tocsc()
     result = solve_mip(instance.costs[free], sub, time_limit, warm_start=incumbent[free])
     fixed[free[result.selected]] = True
-    return fixed
+    return fixed, result.status == "kOptimal"
 
 
 def run_lns(
@@ -76,17 +86,22 @@ def run_lns(
         raise ValueError("run_lns: `initial` does not cover every row")
     best = instance.objective(incumbent)
     times, values = [time.perf_counter() - start], [best]
-    iteration = 0
+    iteration, size = 0, float(config.neighbourhood_size)
     while iteration < config.max_iterations:
         left = config.time_limit - (time.perf_counter() - start)
         if left <= 0.01:
             break
-        free = choose(instance, incumbent, config.neighbourhood_size, rng)
-        candidate = repair(instance, incumbent, free, min(config.sub_time_limit, left))
+        free = choose(instance, incumbent, int(size), rng)
+        limit = min(config.sub_time_limit, left)
+        candidate, optimal = repair(instance, incumbent, free, limit)
         iteration += 1
         value = instance.objective(candidate)
-        if value < best - 1e-9 and instance.is_feasible(candidate):
+        improved = value < best - 1e-9 and instance.is_feasible(candidate)
+        if improved:
             incumbent, best = candidate, value
             times.append(time.perf_counter() - start)
             values.append(best)
+        if config.adapt_size and not improved and (optimal or limit == config.sub_time_limit):
+            size *= 1.25 if optimal else 0.8  # a solved subproblem without gain: look wider; a timed-out one: narrower
+            size = min(max(size, config.neighbourhood_size / 4, 1), 4 * config.neighbourhood_size)
     return LNSResult(incumbent, best, times, values, iteration)

@@ -7,12 +7,10 @@ from hf_ext.companion.combinatorial.set_cover import (
     ColumnDenoiser,
     GenerativeNeighbourhood,
     beasley,
-    default_denoiser,
     greedy,
-    train_denoiser,
     trajectory,
 )
-from hf_ext.companion.combinatorial.set_cover.diffusion import STEPS, add_noise, region_graph
+from hf_ext.companion.combinatorial.set_cover.diffusion import STEPS, add_noise, keep, posterior, region_graph
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +25,37 @@ def test_noise_keeps_every_bit_at_t0_and_is_a_fair_coin_at_the_last_step():
     assert abs(add_noise(bits, STEPS, generator).mean().item() - 0.5) < 0.02
 
 
+def _bayes(x0: int, bit: int, t: int, s: int) -> float:
+    """q(x_s = 1 | x_t = bit, x_0) by enumerating the forward chain x_0 -> x_s -> x_t."""
+    joint = np.zeros(2)
+    for xs in (0, 1):
+        q_s = keep(s) * (xs == x0) + (1 - keep(s)) / 2
+        q_t = keep(t) / keep(s) * (bit == xs) + (1 - keep(t) / keep(s)) / 2
+        joint[xs] = q_s * q_t
+    return joint[1] / joint.sum()
+
+
+def test_posterior_is_bayes_rule_on_the_forward_chain_mixed_over_the_prediction():
+    # t = 2, s = 1, x_0 = 1 surely, x_t = 1: (17/18 * 0.95) / (17/18 * 0.95 + 1/18 * 0.05) by hand
+    assert posterior(torch.tensor([1.0]), torch.tensor([1.0]), 2, 1).item() == pytest.approx(
+        (17 / 18 * 0.95) / (17 / 18 * 0.95 + 1 / 18 * 0.05)
+    )
+    p, bits = torch.tensor([0.0, 0.3, 0.8, 1.0]), torch.tensor([0.0, 1.0, 0.0, 1.0])
+    for t, s in ((STEPS, 7), (5, 4), (4, 1), (1, 0)):
+        pairs = zip(p.tolist(), bits.tolist(), strict=True)
+        expected = [a * _bayes(1, int(b), t, s) + (1 - a) * _bayes(0, int(b), t, s) for a, b in pairs]
+        assert posterior(p, bits, t, s).tolist() == pytest.approx(expected)
+    assert posterior(p, bits, 1, 0).tolist() == pytest.approx(p.tolist())  # the last step samples x_0 itself
+
+
 def test_trajectory_has_one_probability_row_per_step(instance):
     incumbent = greedy(instance)
     region = region_graph(instance, incumbent, np.arange(200))
     path = trajectory(ColumnDenoiser(), region, torch.Generator().manual_seed(0))
     assert path.shape == (STEPS, 200) and ((path >= 0) & (path <= 1)).all()
+    assert trajectory(ColumnDenoiser(), region, torch.Generator().manual_seed(0), steps=4).shape == (4, 200)
+    with pytest.raises(ValueError, match="`steps` must be an integer in 2..10"):
+        trajectory(ColumnDenoiser(), region, torch.Generator(), steps=1)
 
 
 def test_generative_neighbourhood_is_bounded_and_connected(instance):
@@ -42,16 +66,3 @@ def test_generative_neighbourhood_is_bounded_and_connected(instance):
     matrix = instance.matrix[:, free].astype(np.int32)
     n_components, _ = connected_components(matrix.T @ matrix, directed=False)  # columns linked by shared rows
     assert n_components == 1
-
-
-def test_default_denoiser_is_trained_once_then_loaded_from_its_cache(tmp_path):
-    first = default_denoiser(tmp_path, examples=2, epochs=1)
-    assert (tmp_path / "set_cover_denoiser.safetensors").exists()
-    second = default_denoiser(tmp_path, examples=2, epochs=1)
-    for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True):
-        assert torch.equal(a, b)
-
-
-def test_training_refuses_zero_examples():
-    with pytest.raises(ValueError, match="`examples` and `epochs` must be integers >= 1"):
-        train_denoiser(examples=0)

@@ -1,6 +1,11 @@
+import importlib
+
 import numpy as np
+import pytest
 
 from hf_ext.companion.combinatorial.set_cover import SetCoverInstance, beasley, greedy, rail_like, remove_redundant
+
+greedy_module = importlib.import_module("hf_ext.companion.combinatorial.set_cover.greedy")  # the name is the function
 
 
 def _tiny():
@@ -35,3 +40,45 @@ def test_feasibility_and_objective_checks():
     instance = _tiny()
     assert not instance.is_feasible(np.array([False, True, True, False]))
     assert instance.objective(np.array([True, False, False, True])) == 6.0
+
+
+def _sequential_greedy(instance):
+    """Chvatal's rule one column at a time: least (cost / newly covered rows, index), then one-at-a-time removal."""
+    dense = instance.matrix.toarray().astype(bool)
+    uncovered, selected = np.ones(instance.n_rows, dtype=bool), np.zeros(instance.n_columns, dtype=bool)
+    while uncovered.any():
+        new = (dense & uncovered[:, None]).sum(axis=0)
+        with np.errstate(divide="ignore"):
+            ratio = np.where(new > 0, instance.costs / np.maximum(new, 1), np.inf)
+        j = int(np.argmin(ratio))  # the first index among equal ratios
+        selected[j], uncovered[dense[:, j]] = True, False
+    coverage = dense[:, selected].sum(axis=1)
+    chosen = np.flatnonzero(selected)
+    for j in chosen[np.argsort(-instance.costs[chosen], kind="stable")]:
+        if coverage[dense[:, j]].min() >= 2:
+            selected[j], coverage[dense[:, j]] = False, coverage[dense[:, j]] - 1
+    return selected
+
+
+@pytest.mark.parametrize("pool", [7, 64, 16384])
+def test_rounds_pick_exactly_the_sequential_rule(monkeypatch, pool):
+    # small pools force many refreshes and ties at the pool's edge (unit costs, rail's costs 1-2)
+    monkeypatch.setattr(greedy_module, "POOL", pool)
+    instances = (
+        beasley(150, 1500, 0.03, seed=1),
+        beasley(60, 800, 0.05, cost_range=(1, 1), seed=2),
+        rail_like(200, 1500, seed=3),
+    )
+    for instance in instances:
+        assert greedy(instance).tolist() == _sequential_greedy(instance).tolist(), instance.name
+
+
+def test_redundancy_rounds_match_one_at_a_time_removal():
+    instance = rail_like(120, 900, seed=5)
+    everything = np.ones(instance.n_columns, dtype=bool)  # many overlapping removable columns
+    dense = instance.matrix.toarray().astype(bool)
+    expected, coverage = everything.copy(), dense.sum(axis=1)
+    for j in np.argsort(-instance.costs, kind="stable"):
+        if coverage[dense[:, j]].min() >= 2:
+            expected[j], coverage[dense[:, j]] = False, coverage[dense[:, j]] - 1
+    assert remove_redundant(instance, everything).tolist() == expected.tolist()

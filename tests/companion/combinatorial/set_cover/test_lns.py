@@ -1,3 +1,5 @@
+import importlib
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,8 @@ from hf_ext.companion.combinatorial.set_cover import (
     run_lns,
 )
 
+lns_module = importlib.import_module("hf_ext.companion.combinatorial.set_cover.lns")
+
 
 @pytest.fixture(scope="module")
 def instance():
@@ -20,7 +24,7 @@ def instance():
 def test_repair_changes_only_the_freed_columns(instance):
     incumbent = greedy(instance)
     free = local_neighbourhood(instance, incumbent, 300, np.random.default_rng(0))
-    repaired = repair(instance, incumbent, free, time_limit=2.0)
+    repaired, _ = repair(instance, incumbent, free, time_limit=2.0)
     fixed = np.ones(instance.n_columns, dtype=bool)
     fixed[free] = False
     assert np.array_equal(repaired[fixed], incumbent[fixed])
@@ -57,3 +61,22 @@ def test_neighbourhoods_are_bounded_and_free_incumbent_columns(instance, policy)
 def test_bad_settings_are_refused_at_construction(fields, message):
     with pytest.raises(ValueError, match=message):
         LNSConfig(**fields)
+
+
+@pytest.mark.parametrize(
+    ("optimal", "expected"),
+    [(True, [100, 125, 156, 195, 244, 305, 381, 400]), (False, [100, 80, 64, 51, 40, 32, 26, 25])],
+)
+def test_adapted_size_grows_after_solved_subproblems_and_shrinks_after_timeouts(
+    instance, monkeypatch, optimal, expected
+):
+    sizes = []
+
+    def record(instance, incumbent, size, rng):
+        sizes.append(size)
+        return random_neighbourhood(instance, incumbent, size, rng)
+
+    monkeypatch.setattr(lns_module, "repair", lambda instance, incumbent, free, limit: (incumbent.copy(), optimal))
+    config = LNSConfig(neighbourhood_size=100, time_limit=30.0, sub_time_limit=5.0, max_iterations=8, adapt_size=True)
+    run_lns(instance, config, neighbourhood=record)
+    assert sizes == expected  # no gain each time; bounded by 4x and 1/4 of neighbourhood_size

@@ -1,6 +1,6 @@
 """Where progressive binarization beats binarizing at step 0: held-out perplexity over budgets and seeds.
 
-    python benchmarks/binarization.py [--seeds 0 1 2] [--budgets 3 6 12] [--workers 2]
+    python benchmarks/binarization.py [--seeds 0 1 2] [--budgets 3 6 12 30 100] [--workers 2] [--cached-only]
 
 SmolLM2-135M-Instruct, every decoder linear layer binarized, trained by logit distillation from its
 full-precision self on standard-library source; the seed draws the corpus split (which files are
@@ -9,13 +9,16 @@ trained on, which are held out), the data order and the run. Per seed and distil
 
 - ``progressive``: rank-1 ``|W|`` init, ``lambda`` 0 -> 1 over ``round(ramp_fraction * N)`` steps, then binary;
 - ``progressive_mean_abs``: the same from the one-shot per-row mean-``|W|`` scales (what the rank-1 init buys);
-- ``step0_binary``: rank-1 init, binary (``lambda`` 1) from step 0 for all ``N`` steps;
+- ``step0_binary``: rank-1 init, binary (``lambda`` 1) from step 0 for all ``N`` steps: one run for the largest
+  budget, read off at every budget (constant learning rate, no schedule: its first ``N`` steps are the ``N``-step run);
 - ``ramp_on_top``: the ramp of ``progressive`` added before ``N`` binary steps, so that it has as many
   fully-binary steps as ``step0_binary``: the schedule's effect apart from the binary steps it costs;
 
 and, without training, ``one_shot`` (sign with mean-``|W|`` scales), ``rank_one_init`` and the full-precision
-model. Reports mean and std over seeds per (budget, variant), writes the runs to ``--output-dir`` and
-``binarization_map.png`` (log10 perplexity vs budget, one line per variant, +-1 std bands). The last line is JSON.
+model. Reports mean, std, median, geometric mean and std of log10 over seeds per (budget, variant), writes the
+runs to ``--output-dir`` and ``binarization_map.png`` (log10 perplexity vs budget, one line per variant, +-1 std
+bands). Each finished cell is appended to ``binarization_cells.jsonl`` and not run again with the same settings;
+``--cached-only`` summarises what is there. The last line is JSON.
 """
 
 import argparse
@@ -86,8 +89,7 @@ class _HeldOutAt(TrainerCallback):
         if state.global_step in self.steps:
             start = time.perf_counter()
             set_binarization_mix(model, 1.0)  # the binary model is what is measured (already so after the ramp)
-            with torch.no_grad():
-                self.perplexity[state.global_step] = perplexity(model, self.held_out)
+            self.perplexity[state.global_step] = perplexity(model, self.held_out)
             self.seconds[state.global_step] = start - self._start - self._eval_seconds
             self._eval_seconds += time.perf_counter() - start
 
@@ -103,16 +105,14 @@ def run_job(args: argparse.Namespace, seed: int, variant: str, budgets: tuple[in
     teacher = _teacher(args.model)[0]
     train, held_out = _blocks(args.model, args.block_size, args.max_files, args.eval_blocks, seed)
     if variant == "full_precision":
-        with torch.no_grad():
-            return {0: {"perplexity": perplexity(teacher, held_out)}}
+        return {0: {"perplexity": perplexity(teacher, held_out)}}
     init = "mean_abs" if variant in ("one_shot", "progressive_mean_abs") else "svid"
     binarized, init_error = _binarized(args.model, init)
     student = copy.deepcopy(binarized)
     result = {"init_error": init_error}
     set_binarization_mix(student, 1.0)
     if variant in UNTRAINED:
-        with torch.no_grad():
-            return {0: result | {"perplexity": perplexity(student, held_out)}}
+        return {0: result | {"perplexity": perplexity(student, held_out)}}
     budget = max(budgets)
     ramp = 0 if variant == "step0_binary" else ramp_length(budget, args.ramp_fraction)
     steps = budget + ramp if variant == "ramp_on_top" else budget
@@ -199,7 +199,7 @@ def _plot_map(args, budgets: list[int], runs: dict, baselines: dict, path: Path)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--budgets", type=int, nargs="+", default=[3, 6, 12], help="distillation steps")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[3, 6, 12, 30, 100], help="distillation steps")
     parser.add_argument("--variants", nargs="*", choices=TRAINED, default=list(TRAINED), help="none: untrained only")
     parser.add_argument("--ramp-fraction", type=float, default=0.5, help="ramp of the progressive variants")
     parser.add_argument("--model", choices=sorted(CAUSAL_LMS), default="smollm2")

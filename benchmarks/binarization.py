@@ -1,6 +1,6 @@
 """Where progressive binarization beats binarizing at step 0: held-out perplexity over budgets and seeds.
 
-    python benchmarks/binarization.py [--seeds 0 1 2] [--budgets 3 6 12] [--workers 2]
+    python benchmarks/binarization.py [--seeds 0 1 2] [--budgets 3 6 12 30 100] [--workers 2] [--cached-only]
 
 SmolLM2-135M-Instruct, every decoder linear layer binarized, trained by logit distillation from its
 full-precision self on standard-library source; the seed draws the corpus split (which files are
@@ -9,13 +9,16 @@ trained on, which are held out), the data order and the run. Per seed and distil
 
 - ``progressive``: rank-1 ``|W|`` init, ``lambda`` 0 -> 1 over ``round(ramp_fraction * N)`` steps, then binary;
 - ``progressive_mean_abs``: the same from the one-shot per-row mean-``|W|`` scales (what the rank-1 init buys);
-- ``step0_binary``: rank-1 init, binary (``lambda`` 1) from step 0 for all ``N`` steps;
+- ``step0_binary``: rank-1 init, binary (``lambda`` 1) from step 0 for all ``N`` steps: one run for the largest
+  budget, read off at every budget (constant learning rate, no schedule: its first ``N`` steps are the ``N``-step run);
 - ``ramp_on_top``: the ramp of ``progressive`` added before ``N`` binary steps, so that it has as many
   fully-binary steps as ``step0_binary``: the schedule's effect apart from the binary steps it costs;
 
 and, without training, ``one_shot`` (sign with mean-``|W|`` scales), ``rank_one_init`` and the full-precision
-model. Reports mean and std over seeds per (budget, variant), writes the runs to ``--output-dir`` and
-``binarization_map.png`` (log10 perplexity vs budget, one line per variant, +-1 std bands). The last line is JSON.
+model. Reports mean, std, median, geometric mean and std of log10 over seeds per (budget, variant), writes the
+runs to ``--output-dir`` and ``binarization_map.png`` (log10 perplexity vs budget, one line per variant, +-1 std
+bands). Each finished cell is appended to ``binarization_cells.jsonl`` and not run again with the same settings;
+``--cached-only`` summarises what is there. The last line is JSON.
 """
 
 import argparse
@@ -24,6 +27,7 @@ import json
 import math
 import multiprocessing
 import statistics
+import sys
 import tempfile
 import time
 from functools import cache
@@ -31,6 +35,7 @@ from pathlib import Path
 
 import torch
 from _harness import emit, save_json
+from transformers import TrainerCallback
 
 from hf_ext.data import stdlib_corpus
 from hf_ext.evaluation import perplexity
@@ -70,23 +75,50 @@ def _binarized(model_name: str, init: str):
     return student, statistics.mean(errors.values())
 
 
-def run_job(args: argparse.Namespace, seed: int, variant: str, budget: int) -> dict:
-    """One (seed, variant, budget) cell: held-out perplexity of the binary model (or an untrained baseline)."""
+class _HeldOutAt(TrainerCallback):
+    """Held-out perplexity at the end of each of ``steps`` (a binary run's shorter budgets, read off one long run)."""
+
+    def __init__(self, steps, held_out):
+        self.steps, self.held_out = set(steps), held_out
+        self.perplexity, self.seconds, self._start, self._eval_seconds = {}, {}, time.perf_counter(), 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step in self.steps:
+            start = time.perf_counter()
+            set_binarization_mix(model, 1.0)  # the binary model is what is measured (already so after the ramp)
+            self.perplexity[state.global_step] = perplexity(model, self.held_out)
+            self.seconds[state.global_step] = start - self._start - self._eval_seconds
+            self._eval_seconds += time.perf_counter() - start
+
+
+def run_job(args: argparse.Namespace, seed: int, variant: str, budgets: tuple[int, ...]) -> dict[int, dict]:
+    """Held-out perplexity of the binary model (or an untrained baseline) of one seed and variant, per budget.
+
+    ``step0_binary`` trains once, for the largest budget, and is read off at every budget: with a constant
+    learning rate, no schedule and the same seed, the first ``N`` steps of a longer run are the ``N``-step
+    run (same data order, same updates). The progressive variants' ramp depends on ``N``: one run per budget.
+    """
     torch.set_num_threads(args.threads)
     teacher = _teacher(args.model)[0]
     train, held_out = _blocks(args.model, args.block_size, args.max_files, args.eval_blocks, seed)
     if variant == "full_precision":
-        return {"perplexity": perplexity(teacher, held_out)}
+        return {0: {"perplexity": perplexity(teacher, held_out)}}
     init = "mean_abs" if variant in ("one_shot", "progressive_mean_abs") else "svid"
     binarized, init_error = _binarized(args.model, init)
     student = copy.deepcopy(binarized)
     result = {"init_error": init_error}
     set_binarization_mix(student, 1.0)
     if variant in UNTRAINED:
-        return result | {"perplexity": perplexity(student, held_out)}
-    ramp = ramp_length(budget, args.ramp_fraction)
+        return {0: result | {"perplexity": perplexity(student, held_out)}}
+    budget = max(budgets)
+    ramp = 0 if variant == "step0_binary" else ramp_length(budget, args.ramp_fraction)
     steps = budget + ramp if variant == "ramp_on_top" else budget
-    callbacks = [] if variant == "step0_binary" else [ProgressiveBinarizationCallback(end=ramp)]
+    points = {n: n for n in budgets} if variant == "step0_binary" else {budget: steps}  # budget -> step measured
+    held_out_at = _HeldOutAt(points.values(), held_out)
+    callbacks = [held_out_at] + ([ProgressiveBinarizationCallback(end=ramp)] if ramp else [])
     with tempfile.TemporaryDirectory() as output_dir:
         config = LogitDistillationConfig(
             output_dir=output_dir,
@@ -102,17 +134,17 @@ def run_job(args: argparse.Namespace, seed: int, variant: str, budget: int) -> d
             dataloader_pin_memory=False,
             use_cpu=not torch.cuda.is_available(),
         )
-        trainer = LogitDistillationTrainer(student, teacher, config, train_dataset=train, callbacks=callbacks)
-        start = time.perf_counter()
-        trainer.train()
-        seconds = time.perf_counter() - start
-    set_binarization_mix(student, 1.0)
-    return result | {"perplexity": perplexity(student, held_out), "steps": steps, "ramp": ramp, "seconds": seconds}
+        LogitDistillationTrainer(student, teacher, config, train_dataset=train, callbacks=callbacks).train()
+    result |= {"ramp": ramp}
+    return {
+        n: result | {"perplexity": held_out_at.perplexity[at], "seconds": held_out_at.seconds[at], "steps": at}
+        for n, at in points.items()
+    }
 
 
 def _run_job(job):
-    args, seed, variant, budget = job
-    return (seed, variant, budget), run_job(args, seed, variant, budget)
+    args, seed, variant, budgets = job
+    return [((seed, variant, budget), cell) for budget, cell in run_job(args, seed, variant, budgets).items()]
 
 
 def _cached_cells(path: Path, settings: dict) -> dict:
@@ -137,10 +169,38 @@ def _summary(values: list[float]) -> dict[str, float]:
     }
 
 
+def _plot_map(args, budgets: list[int], runs: dict, baselines: dict, path: Path) -> None:
+    """log10 perplexity vs budget (log axis), mean +-1 std over seeds: each variant at the budgets all its seeds
+    reached, the untrained one-shot and full-precision models as flat lines."""
+    log10 = {
+        variant: {int(b): {run["seed"]: math.log10(run["perplexity"]) for run in cell} for b, cell in by_budget.items()}
+        for variant, by_budget in runs.items()
+    }
+    curves = {}
+    for variant, by_budget in log10.items():
+        complete = [b for b in budgets if len(by_budget[b]) == len(args.seeds)]
+        if complete:
+            curves[variant] = [[(b, by_budget[b][seed]) for b in complete] for seed in args.seeds]
+    for variant in UNTRAINED[:2]:
+        curves[variant] = [[(b, math.log10(run["perplexity"])) for b in budgets] for run in baselines[variant]]
+    figure = plot_seed_curves(
+        curves,
+        path,
+        f"Binarizing {args.model}: {len(args.seeds)} seeds, mean +-1 std of log10",
+        "log10 held-out perplexity",
+    )
+    axis = figure.axes[0]
+    axis.set_xscale("log")
+    axis.set_xticks(budgets, [str(b) for b in budgets])
+    axis.set_xlabel("distillation steps (budget N)")
+    axis.set_ylim(0, min(axis.get_ylim()[1], 12))  # a few 3-step runs reach 1e40: the rest would be flat lines
+    figure.savefig(path, dpi=figure.dpi)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--budgets", type=int, nargs="+", default=[3, 6, 12], help="distillation steps")
+    parser.add_argument("--budgets", type=int, nargs="+", default=[3, 6, 12, 30, 100], help="distillation steps")
     parser.add_argument("--variants", nargs="*", choices=TRAINED, default=list(TRAINED), help="none: untrained only")
     parser.add_argument("--ramp-fraction", type=float, default=0.5, help="ramp of the progressive variants")
     parser.add_argument("--model", choices=sorted(CAUSAL_LMS), default="smollm2")
@@ -152,35 +212,69 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="processes running cells side by side")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker")
     parser.add_argument("--output-dir", default="outputs/benchmarks")
+    parser.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="summarise the cells already measured; run nothing, leave out the rest",
+    )
     args = parser.parse_args()
     budgets = sorted(set(args.budgets))
-    jobs = [(args, seed, variant, 0) for seed in args.seeds for variant in UNTRAINED]
-    jobs += [(args, seed, variant, budget) for seed in args.seeds for variant in args.variants for budget in budgets]
-    jobs.sort(key=lambda job: -job[3] * (1 + args.ramp_fraction * (job[2] == "ramp_on_top")))  # longest first
     settings = {name: value for name, value in vars(args).items() if name not in ("seeds", "budgets", "variants")}
-    settings = {name: value for name, value in settings.items() if name not in ("workers", "threads", "output_dir")}
+    settings = {
+        name: value
+        for name, value in settings.items()
+        if name not in ("workers", "threads", "output_dir", "cached_only")
+    }
     cells_path = Path(args.output_dir) / "binarization_cells.jsonl"
     cells = _cached_cells(cells_path, settings)
-    jobs = [job for job in jobs if job[1:] not in cells]
+    jobs = []
+    for seed in args.seeds:
+        for variant in (*UNTRAINED, *args.variants):
+            todo = [b for b in ((0,) if variant in UNTRAINED else budgets) if (seed, variant, b) not in cells]
+            if variant == "step0_binary" and todo:  # one run, read off at every budget up to the longest missing
+                jobs.append((args, seed, variant, tuple(b for b in budgets if b <= max(todo))))
+            else:
+                jobs += [(args, seed, variant, (b,)) for b in todo]
+    jobs = [] if args.cached_only else jobs
+    jobs.sort(key=lambda job: -max(job[3]) * (1 + args.ramp_fraction * (job[2] == "ramp_on_top")))  # longest first
     print(f"{len(cells)} cells from {cells_path}, {len(jobs)} to run", flush=True)
     cells_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool, cells_path.open("a") as log:
-        for done, (key, cell) in enumerate(pool.imap_unordered(_run_job, jobs), 1):
-            cells[key] = cell
-            log.write(json.dumps({"settings": settings, "key": key, "cell": cell}) + "\n")
-            log.flush()
+        for done, job_cells in enumerate(pool.imap_unordered(_run_job, jobs), 1):
             minutes = (time.perf_counter() - start) / 60
-            print(f"[{done}/{len(jobs)} {minutes:.1f} min] seed, variant, budget {key}: {cell}", flush=True)
+            for key, cell in job_cells:
+                earlier = f" (earlier run: {cells[key]['perplexity']})" if key in cells else ""
+                cells[key] = cell
+                log.write(json.dumps({"settings": settings, "key": key, "cell": cell}) + "\n")
+                print(f"[{done}/{len(jobs)} {minutes:.1f} min] seed, variant, budget {key}: {cell}{earlier}")
+            log.flush()
+            sys.stdout.flush()
+    # Cells not measured (``--cached-only``, or a seed cut for time) are left out; ``n`` counts the seeds per cell.
     runs = {
-        variant: {str(budget): [cells[seed, variant, budget] for seed in args.seeds] for budget in budgets}
+        variant: {
+            str(budget): [
+                cells[key] | {"seed": seed} for seed in args.seeds if (key := (seed, variant, budget)) in cells
+            ]
+            for budget in budgets
+        }
         for variant in args.variants
     }
-    baselines = {variant: [cells[seed, variant, 0] for seed in args.seeds] for variant in UNTRAINED}
+    baselines = {variant: [cells[seed, variant, 0] | {"seed": seed} for seed in args.seeds] for variant in UNTRAINED}
     perplexity_map = {
-        variant: {budget: _summary([run["perplexity"] for run in cell]) for budget, cell in by_budget.items()}
+        variant: {
+            budget: _summary([run["perplexity"] for run in cell]) | {"n": len(cell)}
+            for budget, cell in by_budget.items()
+            if cell
+        }
         for variant, by_budget in runs.items()
     }
+    wins = {}
+    if {"progressive", "step0_binary"} <= runs.keys():
+        for budget, progressive_runs in runs["progressive"].items():
+            step0 = {run["seed"]: run["perplexity"] for run in runs["step0_binary"][budget]}
+            pairs = [(run["perplexity"], step0[run["seed"]]) for run in progressive_runs if run["seed"] in step0]
+            wins[budget] = f"{sum(p < s for p, s in pairs)} of {len(pairs)}"
     summary = {
         "model": args.model,
         "seeds": args.seeds,
@@ -190,34 +284,12 @@ def main() -> None:
         **{f"perplexity_{name}": _summary([run["perplexity"] for run in baselines[name]]) for name in UNTRAINED},
         "init_error_one_shot": statistics.mean(run["init_error"] for run in baselines["one_shot"]),
         "init_error_rank_one": statistics.mean(run["init_error"] for run in baselines["rank_one_init"]),
-        "progressive_wins_over_step0": {
-            budget: sum(
-                p["perplexity"] < s["perplexity"]
-                for p, s in zip(runs["progressive"][budget], runs["step0_binary"][budget], strict=True)
-            )
-            for budget in runs.get("progressive", {})
-            if "step0_binary" in runs
-        },
+        "progressive_wins_over_step0": wins,
         "wall_seconds": time.perf_counter() - start,
     }
     out = Path(args.output_dir)
     save_json(args.output_dir, "binarization", summary | {"runs": runs, "baselines": baselines})
-    flat = {
-        variant: [[(b, math.log10(run["perplexity"])) for b in budgets] for run in baselines[variant]]
-        for variant in UNTRAINED[:2]
-    }
-    trained = {
-        variant: [
-            [(b, math.log10(by_budget[str(b)][i]["perplexity"])) for b in budgets] for i in range(len(args.seeds))
-        ]
-        for variant, by_budget in runs.items()
-    }
-    plot_seed_curves(
-        trained | flat,
-        out / "binarization_map.png",
-        f"Binarizing {args.model}: {len(args.seeds)} seeds, mean +-1 std of log10",
-        ylabel="log10 held-out perplexity",
-    )
+    _plot_map(args, budgets, runs, baselines, out / "binarization_map.png")
     emit(summary)
 
 

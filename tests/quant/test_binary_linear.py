@@ -86,6 +86,19 @@ def test_clipping_stops_the_gradient_of_weights_beyond_their_binary_magnitude():
     assert not layer.weight.grad[beyond].any() and layer.weight.grad[~beyond].any()
 
 
+def test_negative_zero_counts_as_plus_one_and_a_weight_exactly_at_the_clip_passes_its_gradient():
+    """The float-only sign and clip mask agree with ``W >= 0`` and ``|W| <= clip a b`` at their edges."""
+    layer = ProgressiveBinaryLinear.from_linear(nn.Linear(3, 2, bias=False), init="mean_abs", ste_clip=0.5)
+    with torch.no_grad():
+        layer.row_scale.copy_(torch.tensor([2.0, 4.0]))
+        layer.col_scale.fill_(1.0)
+        layer.weight.copy_(torch.tensor([[-0.0, 0.0, -1.0], [2.0, -2.0, 3.0]]))  # clips 0.5 * 2 = 1 and 0.5 * 4 = 2
+    layer.mix.fill_(1.0)
+    assert torch.equal(layer.effective_weight(), torch.tensor([[2.0, 2.0, -2.0], [4.0, -4.0, 4.0]]))
+    layer(torch.ones(1, 3)).sum().backward()
+    assert torch.equal(layer.weight.grad, torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]]))
+
+
 def test_rank_one_init_recovers_an_exactly_rank_one_magnitude():
     """|W| = p q^T with random signs: a b^T must equal p q^T and the binary error be zero."""
     generator = torch.Generator().manual_seed(0)

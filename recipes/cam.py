@@ -6,10 +6,10 @@
 Per seed, for MIS: trains :class:`hf_ext.companion.combinatorial.cam.FlipGNN` by CAM and by the REINFORCE
 baseline for the same wall-clock time (``train_seconds``; ``problem``, ``method`` and ``seed`` of the
 :class:`CAMConfig` are set per run) on Erdos-Renyi graphs of ``train_nodes`` nodes (edge probability
-``edge_prob``), then evaluates both (best of ``chains`` chains) with min-degree greedy, 2-improvement local search
+``edge_prob``), then evaluates both (best of ``eval_chains`` chains) with min-degree greedy, 2-improvement local search
 and, on ER graphs of ``exact_nodes`` nodes, the exact MIS by HiGHS, on held-out ER graphs of the training sizes,
 on ``transfer_scales`` times larger ones (transfer), on the ``exact_nodes`` set and, where set, on ER graphs of
-``large_nodes`` nodes and RB graphs of ``rb_vars`` variables (hard instances; reference: the best set found).
+``large_nodes`` nodes (reference: the best set found) and RB graphs of ``rb_vars`` variables (solved by HiGHS).
 For max-cut the same on Barabasi-Albert graphs (one-flip local search; the reference is the best cut found).
 It also measures the variance of the two training signals directly: gradients of independent rollouts at the
 same weights.
@@ -80,6 +80,9 @@ class CAMArguments:
     ba_edges: int = field(default=4, metadata={"help": "Barabasi-Albert edges per new node (>= 1), for max-cut."})
     train_graphs: int = field(default=64, metadata={"help": "Training graphs per problem (>= 1)."})
     eval_graphs: int = field(default=8, metadata={"help": "Held-out graphs per evaluation set (>= 1)."})
+    eval_chains: int = field(
+        default=32, metadata={"help": "Chains K per graph at evaluation, best of K, for CAM and REINFORCE (>= 1)."}
+    )
     transfer_scales: list[float] = field(
         default_factory=lambda: [2.0], metadata={"help": "Evaluate also on graphs this many times larger (>= 1)."}
     )
@@ -120,7 +123,7 @@ class CAMArguments:
             "variance_repeats": (self.variance_repeats >= 2, ">= 2"),
             "seeds": (bool(self.seeds), "a non-empty list"),
         }
-        for name in ("ba_edges", "train_graphs", "eval_graphs", "exact_nodes", "torch_threads"):
+        for name in ("ba_edges", "train_graphs", "eval_graphs", "eval_chains", "exact_nodes", "torch_threads"):
             checks[name] = (getattr(self, name) >= 1, ">= 1")
         checks["exact_time_limit"] = (self.exact_time_limit > 0, "> 0")
         for name, (ok, allowed) in checks.items():
@@ -168,7 +171,7 @@ def evaluate(problem, name, graphs, models, config, args, seed) -> list[dict]:
     values, seconds = {}, {}
     for method, model in models.items():
         start = time.perf_counter()
-        values[method] = solve(model, problem, batch_graphs(graphs), config.steps, config.chains, seed)[0].tolist()
+        values[method] = solve(model, problem, batch_graphs(graphs), config.steps, args.eval_chains, seed)[0].tolist()
         seconds[method] = time.perf_counter() - start
     start = time.perf_counter()
     found = [classical(problem, g) for g in graphs]
@@ -219,7 +222,7 @@ def run_job(problem: str, seed: int, config: CAMConfig, args: CAMArguments) -> d
         if args.large_nodes:
             sets["er{}-{}".format(*args.large_nodes)] = ("er", *args.large_nodes)
         if args.rb_vars:
-            sets["rb{}-{}x{}".format(*args.rb_vars, args.rb_domain)] = ("rb", *args.rb_vars)
+            sets["exact_rb{}-{}x{}".format(*args.rb_vars, args.rb_domain)] = ("rb", *args.rb_vars)
     rows = []
     for i, (name, (graph_family, lo, hi)) in enumerate(sets.items()):
         graphs = instances(graph_family, lo, hi, args.eval_graphs, args, 10_000 + 97 * seed + i)

@@ -17,9 +17,9 @@ def test_quick_run_on_two_processes_writes_rows_variances_and_plots(tmp_path, to
     torchrun_two_processes(script)
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    # MIS: 5 sets (training sizes, 2x, exact, large, RB) x 4 methods + exact on its set; max-cut: 2 sets x 4 methods
-    assert len(rows) == 5 * 4 + 1 + 2 * 4
-    assert {"er40-50", "rb4-5x10"} <= {row["eval_set"] for row in rows}
+    # MIS: 5 sets (training sizes, 2x, exact ER, large ER, RB) x 4 methods + exact on ER and RB; max-cut: 2 x 4
+    assert len(rows) == 5 * 4 + 2 + 2 * 4
+    assert {"er40-50", "exact_rb4-5x10"} <= {row["eval_set"] for row in rows}
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["summary"]["mis/exact_er20/exact"]["gap_percent_mean"] == 0
     assert results["summary"]["mis/exact_er20/cam"]["gap_percent_mean"] >= 0

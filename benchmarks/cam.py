@@ -26,14 +26,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--train-seconds", type=float, default=90.0, help="per method, problem and seed")
     parser.add_argument("--eval-graphs", type=int, default=4)
+    parser.add_argument("--problems", nargs="+", default=["mis", "maxcut"])
+    parser.add_argument("--base-flip", type=float, default=0.5, help="reference chain's flip probability")
     parser.add_argument("--output-dir", default="outputs/benchmarks/cam")
     args = parser.parse_args()
     flags = ["--config", str(shipped_config("cam")), "--output_dir", args.output_dir, "--seeds", *map(str, args.seeds),
-             "--train_seconds", str(args.train_seconds), "--eval_graphs", str(args.eval_graphs)]
+             "--train_seconds", str(args.train_seconds), "--eval_graphs", str(args.eval_graphs),
+             "--problems", *args.problems, "--base_flip", str(args.base_flip)]
     results = run_recipe(flags)
     variance = {}
     for key in ("cam@init", "reinforce@init", "cam@cam_trained", "reinforce@cam_trained"):
-        for problem in ("mis", "maxcut"):
+        for problem in args.problems:
             ratios = [v[key]["relative_variance"] for v in results["signal_variance"] if v["problem"] == problem]
             variance[f"{problem}/{key}"] = {"relative_variance_mean": statistics.mean(ratios),
                                             "relative_variance_std": statistics.pstdev(ratios)}
@@ -41,6 +44,7 @@ def main() -> None:
         print(f"training-signal variance / squared mean gradient, {key}: "
               f"{entry['relative_variance_mean']:.3g} +- {entry['relative_variance_std']:.2g}")
     summary = {"seeds": args.seeds, "train_seconds": args.train_seconds, "eval_graphs": args.eval_graphs,
+               "problems": args.problems, "base_flip": args.base_flip,
                "results": results["summary"], "signal_variance": variance}
     save_json(str(Path(args.output_dir)), "cam", summary | {"rows": results["rows"]})
     emit(summary)

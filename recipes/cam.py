@@ -36,7 +36,6 @@ from trl import TrlParser
 from hf_ext._validation import check_finite_fields
 from hf_ext.companion.combinatorial.cam import (
     CAMConfig,
-    FlipGNN,
     barabasi_albert,
     batch_graphs,
     cut_value,
@@ -44,6 +43,7 @@ from hf_ext.companion.combinatorial.cam import (
     exact_mis,
     greedy_maxcut,
     greedy_mis,
+    initial_model,
     local_search_maxcut,
     local_search_mis,
     rb_graph,
@@ -205,8 +205,7 @@ def run_job(problem: str, seed: int, config: CAMConfig, args: CAMArguments) -> d
         run = dataclasses.replace(config, problem=problem, method=method, seed=seed)
         models[method], history = train(run, train_set, progress=False)
         curves[method] = [(h["step"], h["energy_per_node"]) for h in history]
-    torch.manual_seed(seed)
-    initial = FlipGNN(config.hidden, config.layers)
+    initial = initial_model(dataclasses.replace(config, seed=seed))
     probe = train_set[: config.graphs_per_step]
     variance = {
         f"{method}@{at}": training_signal_variance(

@@ -1,11 +1,14 @@
 """Training by combinatorial adjoint matching (CAM), and the REINFORCE baseline in the same loop.
 
-Both optimise one objective: the expected terminal energy ``E[E(x_T)]`` minus ``tau`` times the entropy of the flip
-decisions (the uniform chain, ``p = 1/2``, is the reference), ``tau`` annealed from ``tau_start`` to ``tau_end``.
+Both optimise one objective: the expected terminal energy ``E[E(x_T)]`` plus ``tau`` times the KL divergence of the
+flip decisions from a reference chain flipping each node with probability ``base_flip`` (``tau`` annealed from
+``tau_start`` to ``tau_end``). A lazy reference matters: when every node flips with probability 1/2 the next state
+is independent of the current one, every carried adjoint is zero in expectation, and max-cut (whose energy
+gradient averages to zero over a random state) gets no signal at all.
 CAM: roll out without gradients, carry the discrete adjoint ``a_k ~ dE[E(x_T) | x_k]/dx_k`` backward along each
 trajectory (:func:`adjoint_targets`); flipping node i at step k then changes the expected terminal energy by
 ``-benefit = (1 - 2 x_k[i]) a_{k+1}[i]``, and the flip probability optimal for it under the entropy term,
-``sigmoid(benefit / tau)``, is a fixed regression target for the network's flip logit at that state.
+``sigmoid(logit(base_flip) + benefit / tau)``, is a fixed regression target for the network's flip logit at that state.
 REINFORCE: the score-function gradient of the same objective, the mean over the K chains of a graph as baseline.
 """
 
@@ -44,26 +47,38 @@ def temperature(config: CAMConfig, progress: float) -> float:
     return config.tau_start * (config.tau_end / config.tau_start) ** min(max(progress, 0.0), 1.0)
 
 
+def base_logit(config: CAMConfig) -> float:
+    return math.log(config.base_flip / (1 - config.base_flip))
+
+
+def initial_model(config: CAMConfig) -> FlipGNN:
+    """The network ``train`` starts from, seeded by ``config.seed``: the reference chain (``p = base_flip``)."""
+    torch.manual_seed(config.seed)
+    model = FlipGNN(config.hidden, config.layers)
+    torch.nn.init.constant_(model.head.bias, base_logit(config))
+    return model
+
+
 def cam_loss(model: FlipGNN, config: CAMConfig, batch, trajectory: Trajectory, tau: float) -> torch.Tensor:
     """Cross-entropy of the network's flip probabilities against the adjoint-tilted targets."""
     adjoint = adjoint_targets(config.problem, batch, trajectory, config.beta)
     benefit = -(1 - 2 * trajectory.states[:-1]) * adjoint[1:]
     logits = flip_logits(model, batch, trajectory.states[:-1], config.steps)
-    return F.binary_cross_entropy_with_logits(logits, torch.sigmoid(benefit / tau))
+    return F.binary_cross_entropy_with_logits(logits, torch.sigmoid(base_logit(config) + benefit / tau))
 
 
 def reinforce_loss(model: FlipGNN, config: CAMConfig, batch, trajectory: Trajectory, tau: float) -> torch.Tensor:
-    """Score-function estimate of ``(E[E(x_T)] - tau H) / tau``, baseline the graph's mean over the K chains,
-    averaged per node and step like CAM's loss."""
+    """Score-function estimate of ``E[E(x_T)] / tau + KL(flips || reference)``, baseline the graph's mean over
+    the K chains, averaged per node and step like CAM's loss."""
     terminal = energy(config.problem, batch, trajectory.states[-1], config.beta)  # (K, G)
     advantage = (terminal - terminal.mean(0, keepdim=True)) / tau
     logits = flip_logits(model, batch, trajectory.states[:-1], config.steps)
     logp = -F.binary_cross_entropy_with_logits(logits, trajectory.flips, reduction="none").sum(0)  # (K, N)
     per_graph = logp.new_zeros(logp.shape[0], batch.num_graphs).index_add_(1, batch.graph_of, logp)
     p = torch.sigmoid(logits)
-    entropy = F.binary_cross_entropy_with_logits(logits, p, reduction="none").sum()
-    scale = max(logits.numel(), 1)
-    return ((advantage * per_graph).sum() - entropy) / scale
+    cross_entropy = F.binary_cross_entropy_with_logits(torch.full_like(logits, base_logit(config)), p, reduction="sum")
+    kl = cross_entropy - F.binary_cross_entropy_with_logits(logits, p, reduction="sum")
+    return ((advantage * per_graph).sum() + kl) / max(logits.numel(), 1)
 
 
 LOSSES = {"cam": cam_loss, "reinforce": reinforce_loss}
@@ -74,8 +89,7 @@ def train(config: CAMConfig, graphs: list[Graph], model: FlipGNN | None = None, 
     holding per step the mean terminal energy per node of the rollouts and the loss."""
     if not graphs:
         raise ValueError("train: `graphs` must hold at least one training Graph")
-    torch.manual_seed(config.seed)
-    model = model or FlipGNN(config.hidden, config.layers)
+    model = model or initial_model(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
     generator = torch.Generator().manual_seed(config.seed)
     history, start = [], time.perf_counter()

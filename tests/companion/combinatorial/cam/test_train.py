@@ -14,12 +14,13 @@ from hf_ext.companion.combinatorial.cam import (
     batch_graphs,
     energy,
     erdos_renyi,
+    initial_model,
     rollout,
     solve,
     train,
     training_signal_variance,
 )
-from hf_ext.companion.combinatorial.cam.train import reinforce_loss
+from hf_ext.companion.combinatorial.cam.train import cam_loss, reinforce_loss
 
 
 @pytest.mark.parametrize("problem", ["mis", "maxcut"])
@@ -58,8 +59,7 @@ def test_training_improves_over_the_initialization():
     graphs = [erdos_renyi(40, 0.15, s) for s in range(6)]
     held_out = batch_graphs([erdos_renyi(40, 0.15, 100 + s) for s in range(4)])
     config = CAMConfig(steps=6, chains=4, hidden=16, layers=2, train_steps=40, learning_rate=1e-2, seed=0)
-    torch.manual_seed(config.seed)
-    initial = FlipGNN(16, 2)  # the same initialization train() draws
+    initial = initial_model(config)  # the same initialization train() draws
     model, history = train(config, graphs, progress=False)
 
     def terminal_energy(m):
@@ -106,6 +106,7 @@ def test_save_pretrained_round_trip_and_damaged_files(tmp_path):
         ("method", "ppo", r"`method` must be one of \['cam', 'reinforce'\]"),
         ("beta", math.nan, "`beta` must be a finite number"),
         ("tau_end", 5.0, "`tau_end` must be <= tau_start"),
+        ("base_flip", 0.0, r"`base_flip` must be in \(0, 1\)"),
     ],
 )
 def test_bad_config_names_the_field(field, value, message):
@@ -115,14 +116,25 @@ def test_bad_config_names_the_field(field, value, message):
 
 def test_reinforce_baseline_is_per_graph_and_its_entropy_bonus_is_cams_temperature():
     """Identical chains on each graph (graphs of different energies): no advantage is left, so the loss is the
-    entropy bonus alone, -H / (T K N); a global baseline would leave the graphs' energy difference in it."""
+    KL term alone, KL(p || base_flip) / (T K N); a global baseline would leave the graphs' energy difference in it."""
     torch.manual_seed(0)
     model, batch = FlipGNN(8, 1), batch_graphs([erdos_renyi(12, 0.4, 0), erdos_renyi(5, 0.1, 1)])
     one = rollout(model, batch, 3, 1, torch.Generator().manual_seed(0))
     copies = Trajectory(*(t.expand(-1, 4, -1).clone() for t in (one.states, one.flips, one.probs)))
-    config = CAMConfig(method="reinforce", steps=3, chains=4)
+    config = CAMConfig(method="reinforce", steps=3, chains=4, base_flip=0.2)
     loss = reinforce_loss(model, config, batch, copies, tau=0.3)
     logits = model(batch, copies.states[:-1].reshape(12, -1), torch.arange(3).repeat_interleave(4) / 3)
     p = torch.sigmoid(logits)
-    entropy = -(p * p.log() + (1 - p) * (1 - p).log()).sum()
-    torch.testing.assert_close(loss, -entropy / logits.numel())
+    kl = (p * (p / 0.2).log() + (1 - p) * ((1 - p) / 0.8).log()).sum()
+    torch.testing.assert_close(loss, kl / logits.numel())
+
+
+def test_cam_targets_fall_back_to_the_reference_chain_without_signal():
+    """Max-cut on a graph without edges: every adjoint is zero, so the target is base_flip everywhere and the
+    network train() starts from already fits it (loss = the binary entropy of base_flip)."""
+    config = CAMConfig(problem="maxcut", steps=3, chains=2, hidden=4, layers=1, base_flip=0.2)
+    model, batch = initial_model(config), batch_graphs([Graph(5, np.zeros((0, 2)))])
+    trajectory = rollout(model, batch, 3, 2, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(trajectory.probs, torch.full((3, 2, 5), 0.2))
+    loss = cam_loss(model, config, batch, trajectory, tau=0.5)
+    torch.testing.assert_close(loss, torch.tensor(-(0.2 * math.log(0.2) + 0.8 * math.log(0.8))))

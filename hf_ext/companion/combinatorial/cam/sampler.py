@@ -1,8 +1,8 @@
 """The CTMC sampler: uniform start, T steps of independent per-node flips, K parallel chains, best-of-K decoding.
 
 The network gives each node's flip logit at the current state and time; node i flips at step k with probability
-``p_k[i] = sigmoid(logit)`` (the CAM paper's parametrization). The zero-initialized head gives ``p = 1/2``
-everywhere: the uniform chain, the reference the entropy-regularised objective is measured against.
+``p_k[i] = sigmoid(logit)`` (the CAM paper's parametrization); training starts the network at the reference
+chain of its KL term, ``p = base_flip`` everywhere (:func:`hf_ext.companion.combinatorial.cam.initial_model`).
 """
 
 from dataclasses import dataclass

@@ -1,6 +1,7 @@
 """CAM vs the REINFORCE baseline (same training time), greedy, local search and HiGHS on MIS and max-cut.
 
     python benchmarks/cam.py [--seeds 0 1 2] [--train-seconds 90]
+    python benchmarks/cam.py --problems maxcut --base-flip 0.1     # max-cut with the lazy reference chain
 
 Runs the ``cam`` recipe (recipes/cam.py) with its shipped config, per seed: MIS on held-out ER(n, 0.15) graphs of
 100-200 nodes (the training sizes), 200-400 nodes (transfer) and 100 nodes (solved exactly by HiGHS, the outside

@@ -6,11 +6,13 @@
 Per seed, for MIS: trains :class:`hf_ext.companion.combinatorial.cam.FlipGNN` by CAM and by the REINFORCE
 baseline for the same wall-clock time (``train_seconds``; ``problem``, ``method`` and ``seed`` of the
 :class:`CAMConfig` are set per run) on Erdos-Renyi graphs of ``train_nodes`` nodes (edge probability
-``edge_prob``), then evaluates both (best of ``chains`` chains) with min-degree greedy, 2-improvement local search
+``edge_prob``), then evaluates both (best of ``eval_chains`` chains) with min-degree greedy, 2-improvement local search
 and, on ER graphs of ``exact_nodes`` nodes, the exact MIS by HiGHS, on held-out ER graphs of the training sizes,
-on ``transfer_scales`` times larger ones (transfer) and on the ``exact_nodes`` set. For max-cut the same on
-Barabasi-Albert graphs (one-flip local search; the reference is the best cut found). It also measures the
-variance of the two training signals directly: gradients of independent rollouts at the same weights.
+on ``transfer_scales`` times larger ones (transfer), on the ``exact_nodes`` set and, where set, on ER graphs of
+``large_nodes`` nodes (reference: the best set found) and RB graphs of ``rb_vars`` variables (solved by HiGHS).
+For max-cut the same on Barabasi-Albert graphs (one-flip local search; the reference is the best cut found).
+It also measures the variance of the two training signals directly: gradients of independent rollouts at the
+same weights.
 
 Writes ``runs.csv`` (one row per seed, problem, evaluation set and method: mean value, gap to the reference,
 seconds), ``results.json`` (rows, summary, signal variances, training curves), ``cam_gap.png`` and
@@ -34,7 +36,6 @@ from trl import TrlParser
 from hf_ext._validation import check_finite_fields
 from hf_ext.companion.combinatorial.cam import (
     CAMConfig,
-    FlipGNN,
     barabasi_albert,
     batch_graphs,
     cut_value,
@@ -42,8 +43,10 @@ from hf_ext.companion.combinatorial.cam import (
     exact_mis,
     greedy_maxcut,
     greedy_mis,
+    initial_model,
     local_search_maxcut,
     local_search_mis,
+    rb_graph,
     solve,
     train,
     training_signal_variance,
@@ -57,6 +60,8 @@ QUICK = {
     "train_graphs": 6,
     "eval_graphs": 2,
     "exact_nodes": 20,
+    "large_nodes": [40, 50],
+    "rb_vars": [4, 5],
     "transfer_scales": [2.0],
     "variance_repeats": 3,
     "seeds": [0],
@@ -75,6 +80,9 @@ class CAMArguments:
     ba_edges: int = field(default=4, metadata={"help": "Barabasi-Albert edges per new node (>= 1), for max-cut."})
     train_graphs: int = field(default=64, metadata={"help": "Training graphs per problem (>= 1)."})
     eval_graphs: int = field(default=8, metadata={"help": "Held-out graphs per evaluation set (>= 1)."})
+    eval_chains: int = field(
+        default=32, metadata={"help": "Chains K per graph at evaluation, best of K, for CAM and REINFORCE (>= 1)."}
+    )
     transfer_scales: list[float] = field(
         default_factory=lambda: [2.0], metadata={"help": "Evaluate also on graphs this many times larger (>= 1)."}
     )
@@ -82,6 +90,15 @@ class CAMArguments:
         default=100, metadata={"help": "Size of the ER graphs solved exactly by HiGHS (MIS; >= 1)."}
     )
     exact_time_limit: float = field(default=60.0, metadata={"help": "HiGHS time limit per graph, seconds (> 0)."})
+    large_nodes: list[int] = field(
+        default_factory=list,
+        metadata={"help": "MIS only: also evaluate on ER graphs of [low, high] nodes (e.g. [700, 800]); [] skips."},
+    )
+    rb_vars: list[int] = field(
+        default_factory=list,
+        metadata={"help": "MIS only: also evaluate on RB graphs of [low, high] variables; [] skips."},
+    )
+    rb_domain: int = field(default=10, metadata={"help": "Values (clique size) per variable of the RB graphs (>= 2)."})
     variance_repeats: int = field(
         default=16, metadata={"help": "Independent rollouts per training-signal variance estimate (>= 2)."}
     )
@@ -96,19 +113,26 @@ class CAMArguments:
         if not self.problems or set(self.problems) - set(PROBLEMS):
             raise ValueError(f"{owner}: `problems` must be a non-empty subset of {list(PROBLEMS)}, got {self.problems}")
         checks = {
-            "train_nodes": (len(self.train_nodes) == 2 and 2 <= self.train_nodes[0] <= self.train_nodes[1],
+            "train_nodes": (bool(self.train_nodes) and _range_or_empty(self.train_nodes, 2),
                             "[low, high] with 2 <= low <= high"),
             "edge_prob": (0 < self.edge_prob <= 1, "in (0, 1]"),
             "transfer_scales": (all(s >= 1 for s in self.transfer_scales), "a list of numbers >= 1"),
+            "large_nodes": (_range_or_empty(self.large_nodes, 2), "[] or [low, high] with 2 <= low <= high"),
+            "rb_vars": (_range_or_empty(self.rb_vars, 2), "[] or [low, high] with 2 <= low <= high"),
+            "rb_domain": (self.rb_domain >= 2, ">= 2"),
             "variance_repeats": (self.variance_repeats >= 2, ">= 2"),
             "seeds": (bool(self.seeds), "a non-empty list"),
         }
-        for name in ("ba_edges", "train_graphs", "eval_graphs", "exact_nodes", "torch_threads"):
+        for name in ("ba_edges", "train_graphs", "eval_graphs", "eval_chains", "exact_nodes", "torch_threads"):
             checks[name] = (getattr(self, name) >= 1, ">= 1")
         checks["exact_time_limit"] = (self.exact_time_limit > 0, "> 0")
         for name, (ok, allowed) in checks.items():
             if not ok:
                 raise ValueError(f"{owner}: `{name}` must be {allowed}, got {getattr(self, name)!r}")
+
+
+def _range_or_empty(bounds: list[int], least: int) -> bool:
+    return not bounds or (len(bounds) == 2 and least <= bounds[0] <= bounds[1])
 
 
 def parser(argv: list[str] | None = None) -> TrlParser:
@@ -123,11 +147,15 @@ def parse_args(argv: list[str] | None) -> tuple[CAMArguments, CAMConfig]:
     return args, config
 
 
-def instances(problem: str, low: int, high: int, count: int, args: CAMArguments, seed: int) -> list:
+def instances(family: str, low: int, high: int, count: int, args: CAMArguments, seed: int) -> list:
+    """``count`` graphs of a family (``er``, ``ba``, ``rb``) with sizes (RB: variables) uniform in [low, high]."""
     sizes = np.random.default_rng(seed).integers(low, high + 1, size=count)
-    if problem == "mis":
-        return [erdos_renyi(int(n), args.edge_prob, seed * 100_003 + i) for i, n in enumerate(sizes)]
-    return [barabasi_albert(int(n), args.ba_edges, seed * 100_003 + i) for i, n in enumerate(sizes)]
+    make = {
+        "er": lambda n, s: erdos_renyi(n, args.edge_prob, s),
+        "ba": lambda n, s: barabasi_albert(n, args.ba_edges, s),
+        "rb": lambda n, s: rb_graph(n, args.rb_domain, s),
+    }[family]
+    return [make(int(n), seed * 100_003 + i) for i, n in enumerate(sizes)]
 
 
 def classical(problem: str, graph) -> dict[str, float]:
@@ -143,7 +171,7 @@ def evaluate(problem, name, graphs, models, config, args, seed) -> list[dict]:
     values, seconds = {}, {}
     for method, model in models.items():
         start = time.perf_counter()
-        values[method] = solve(model, problem, batch_graphs(graphs), config.steps, config.chains, seed)[0].tolist()
+        values[method] = solve(model, problem, batch_graphs(graphs), config.steps, args.eval_chains, seed)[0].tolist()
         seconds[method] = time.perf_counter() - start
     start = time.perf_counter()
     found = [classical(problem, g) for g in graphs]
@@ -170,14 +198,14 @@ def evaluate(problem, name, graphs, models, config, args, seed) -> list[dict]:
 
 def run_job(problem: str, seed: int, config: CAMConfig, args: CAMArguments) -> dict:
     low, high = args.train_nodes
-    train_set = instances(problem, low, high, args.train_graphs, args, seed)
+    family = "er" if problem == "mis" else "ba"
+    train_set = instances(family, low, high, args.train_graphs, args, seed)
     models, curves = {}, {}
     for method in ("cam", "reinforce"):
         run = dataclasses.replace(config, problem=problem, method=method, seed=seed)
         models[method], history = train(run, train_set, progress=False)
         curves[method] = [(h["step"], h["energy_per_node"]) for h in history]
-    torch.manual_seed(seed)
-    initial = FlipGNN(config.hidden, config.layers)
+    initial = initial_model(dataclasses.replace(config, seed=seed))
     probe = train_set[: config.graphs_per_step]
     variance = {
         f"{method}@{at}": training_signal_variance(
@@ -185,15 +213,18 @@ def run_job(problem: str, seed: int, config: CAMConfig, args: CAMArguments) -> d
             args.variance_repeats)
         for at, weights in (("init", initial), ("cam_trained", models["cam"])) for method in ("cam", "reinforce")
     }
-    family = "er" if problem == "mis" else "ba"
-    sets = {f"{family}{low}-{high}": (low, high)}
-    sets |= {f"{family}{round(low * s)}-{round(high * s)}": (round(low * s), round(high * s))
+    sets = {f"{family}{low}-{high}": (family, low, high)}
+    sets |= {f"{family}{round(low * s)}-{round(high * s)}": (family, round(low * s), round(high * s))
              for s in args.transfer_scales}
     if problem == "mis":
-        sets[f"exact_er{args.exact_nodes}"] = (args.exact_nodes, args.exact_nodes)
+        sets[f"exact_er{args.exact_nodes}"] = ("er", args.exact_nodes, args.exact_nodes)
+        if args.large_nodes:
+            sets["er{}-{}".format(*args.large_nodes)] = ("er", *args.large_nodes)
+        if args.rb_vars:
+            sets["exact_rb{}-{}x{}".format(*args.rb_vars, args.rb_domain)] = ("rb", *args.rb_vars)
     rows = []
-    for i, (name, (lo, hi)) in enumerate(sets.items()):
-        graphs = instances(problem, lo, hi, args.eval_graphs, args, 10_000 + 97 * seed + i)
+    for i, (name, (graph_family, lo, hi)) in enumerate(sets.items()):
+        graphs = instances(graph_family, lo, hi, args.eval_graphs, args, 10_000 + 97 * seed + i)
         rows += evaluate(problem, name, graphs, models, config, args, seed)
     return {"rows": rows, "variance": {"seed": seed, "problem": problem} | variance,
             "curves": {"seed": seed, "problem": problem} | curves}

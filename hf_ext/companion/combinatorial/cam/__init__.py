@@ -17,7 +17,7 @@ from .graphs import Graph, GraphBatch, barabasi_albert, batch_graphs, erdos_reny
 from .model import FlipGNN
 from .problems import PROBLEMS, decode, energy, flip_delta, is_independent, objective
 from .sampler import Trajectory, rollout, solve
-from .train import adjoint_targets, train, training_signal_variance
+from .train import adjoint_targets, initial_model, train, training_signal_variance
 
 __all__ = [
     "METHODS",
@@ -39,6 +39,7 @@ __all__ = [
     "flip_delta",
     "greedy_maxcut",
     "greedy_mis",
+    "initial_model",
     "is_independent",
     "local_search_maxcut",
     "local_search_mis",

@@ -38,6 +38,12 @@ class CAMConfig:
     tau_end: float = field(
         default=0.2, metadata={"help": "Temperature at the end, annealed geometrically (0 < tau_end <= tau_start)."}
     )
+    base_flip: float = field(
+        default=0.5,
+        metadata={"help": "Flip probability of the reference chain the entropy term is measured against and the "
+                  "network starts from, in (0, 1); 0.5 is the uniform chain (best on MIS), under which max-cut "
+                  "gets no signal (use 0.1)."},
+    )
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clip (> 0)."})
     seed: int = field(default=0, metadata={"help": "Seeds the network, the graph sampling and the chains."})
 
@@ -53,5 +59,7 @@ class CAMConfig:
         for name in ("beta", "learning_rate", "train_seconds", "tau_start", "tau_end", "max_grad_norm"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"CAMConfig: `{name}` must be > 0, got {getattr(self, name)!r}")
+        if not 0 < self.base_flip < 1:
+            raise ValueError(f"CAMConfig: `base_flip` must be in (0, 1), got {self.base_flip!r}")
         if self.tau_end > self.tau_start:
             raise ValueError(f"CAMConfig: `tau_end` must be <= tau_start ({self.tau_start}), got {self.tau_end}")

@@ -1,4 +1,4 @@
-"""The network: a light message-passing GNN giving each node's clean-state logit from state, time and degree.
+"""The network: a light message-passing GNN giving each node's flip logit from state, time and degree.
 
 Plain torch (a sparse matrix product per layer): PyTorch Geometric would be one more dependency for three layers.
 """
@@ -16,7 +16,7 @@ from .graphs import GraphBatch
 
 
 class FlipGNN(nn.Module):
-    """Per-node clean-state logits ``(B, N)``, ``P(x_1[i] = 1)``, for ``B`` states ``x`` at times ``t`` in [0, 1]."""
+    """Per-node flip logits ``(B, N)`` for ``B`` states ``x`` at times ``t`` in [0, 1]."""
 
     def __init__(self, hidden: int = 32, layers: int = 3):
         super().__init__()
@@ -30,7 +30,7 @@ class FlipGNN(nn.Module):
         )
         self.head = nn.Linear(hidden, 1)
         nn.init.zeros_(self.head.weight)
-        nn.init.zeros_(self.head.bias)  # starts predicting 1/2 everywhere: the uniform chain
+        nn.init.zeros_(self.head.bias)  # starts flipping with probability 1/2 everywhere: the uniform chain
 
     def forward(self, batch: GraphBatch, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         b, n = x.shape

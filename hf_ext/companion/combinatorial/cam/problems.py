@@ -46,11 +46,12 @@ def flip_delta(problem: str, batch: GraphBatch, x: torch.Tensor, beta: float = 1
 
 
 def decode(problem: str, batch: GraphBatch, x: torch.Tensor) -> torch.Tensor:
-    """Feasible solutions from states: for MIS, greedy conflict-free selection by score (set nodes first, then
-    low degree, then low index), which always yields a maximal independent set; for max-cut the state itself."""
+    """Feasible solutions from states or scores in [0, 1] (expected states): for MIS, greedy conflict-free selection
+    by priority ``4 x + (1 - degree / (max degree + 1))`` (set or likely nodes first, then low degree, then low
+    index), which always yields a maximal independent set; for max-cut the rounded state."""
     check_problem("decode", problem)
     if problem == "maxcut":
-        return x.clone()
+        return (x > 0.5).float()
     n = batch.num_nodes
     degree_rank = 1 - batch.degrees.double() / (batch.degrees.max().double() + 1 if n else 1)
     priority = x.double() * 4 + degree_rank - torch.arange(n, dtype=torch.float64) * 1e-9

@@ -1,8 +1,8 @@
 """The CTMC sampler: uniform start, T steps of independent per-node flips, K parallel chains, best-of-K decoding.
 
-The network predicts the clean end state (``P(x_1[i] = 1 | x_t, t)``, a logit per node) and node i jumps to it
-at step k with probability ``gamma_k P(x_1[i] != x_k[i])``, ``gamma_k = 1 / (T - k)``: the discretised bridge
-of a uniform-noise discrete diffusion, which lands on a sample of the prediction at the last step.
+The network gives each node's flip logit at the current state and time; node i flips at step k with probability
+``p_k[i] = sigmoid(logit)`` (the CAM paper's parametrization); training starts the network at the reference
+chain of its KL term, ``p = base_flip`` everywhere (:func:`hf_ext.companion.combinatorial.cam.initial_model`).
 """
 
 from dataclasses import dataclass
@@ -14,31 +14,27 @@ from .model import FlipGNN
 from .problems import decode, objective
 
 
-def jump_rates(steps: int) -> torch.Tensor:
-    """``gamma_k = 1 / (T - k)`` for each step, ``(T,)``."""
-    return 1 / (steps - torch.arange(steps, dtype=torch.float32))
-
-
 def times(steps: int) -> torch.Tensor:
     return torch.arange(steps, dtype=torch.float32) / steps
 
 
-def flip_probability(clean_logits: torch.Tensor, x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
-    """Probability that each node flips now: ``gamma P(x_1 != x)``."""
-    p_one = torch.sigmoid(clean_logits)
-    return gamma * torch.where(x > 0, 1 - p_one, p_one)
-
-
 @dataclass
 class Trajectory:
-    """``states`` ``(T + 1, K, N)`` and the ``flips`` taken from each, ``(T, K, N)``: ``x_{k+1} = x_k xor f_k``."""
+    """``states`` ``(T + 1, K, N)``, the ``flips`` taken from each ``(T, K, N)`` (``x_{k+1} = x_k xor f_k``) and
+    the flip probabilities ``probs`` ``(T, K, N)`` they were drawn with."""
 
     states: torch.Tensor
     flips: torch.Tensor
+    probs: torch.Tensor
+
+    def expected_terminal(self) -> torch.Tensor:
+        """``E[x_T | x_{T-1}]``, the last step taken in expectation: the scores decoded at inference."""
+        x = self.states[-2]
+        return x + (1 - 2 * x) * self.probs[-1]
 
 
-def clean_logits(model: FlipGNN, batch: GraphBatch, states: torch.Tensor, steps: int) -> torch.Tensor:
-    """The network's clean-state logits at every visited state at once: ``(T, K, N)`` -> ``(T, K, N)``."""
+def flip_logits(model: FlipGNN, batch: GraphBatch, states: torch.Tensor, steps: int) -> torch.Tensor:
+    """The network's flip logits at every visited state at once: ``(T, K, N)`` -> ``(T, K, N)``."""
     t_count, k, n = states.shape
     t = times(steps)[:t_count].repeat_interleave(k)
     return model(batch, states.reshape(t_count * k, n), t).reshape(t_count, k, n)
@@ -51,23 +47,25 @@ def rollout(model: FlipGNN, batch: GraphBatch, steps: int, chains: int, generato
         raise ValueError(f"rollout: `steps` and `chains` must be >= 1, got steps={steps}, chains={chains}")
     n = batch.num_nodes
     x = (torch.rand(chains, n, generator=generator) < 0.5).float()
-    states, flips, gamma, t = [x], [], jump_rates(steps), times(steps)
+    states, flips, probs, t = [x], [], [], times(steps)
     for k in range(steps):
-        p = flip_probability(model(batch, x, t[k].expand(chains)), x, gamma[k])
+        p = torch.sigmoid(model(batch, x, t[k].expand(chains)))
         f = (torch.rand(chains, n, generator=generator) < p).float()
         x = (x + f) % 2
         states.append(x)
         flips.append(f)
-    return Trajectory(torch.stack(states), torch.stack(flips))
+        probs.append(p)
+    return Trajectory(torch.stack(states), torch.stack(flips), torch.stack(probs))
 
 
 @torch.no_grad()
 def solve(
     model: FlipGNN, problem: str, batch: GraphBatch, steps: int, chains: int, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Best-of-K decoded solution per graph: ``(values (G,), solution (N,))``, values as :func:`objective`."""
+    """Best-of-K decoded solution per graph: ``(values (G,), solution (N,))``, values as :func:`objective`;
+    each chain's expected terminal state is decoded."""
     trajectory = rollout(model, batch, steps, chains, torch.Generator().manual_seed(seed))
-    solutions = decode(problem, batch, trajectory.states[-1])
+    solutions = decode(problem, batch, trajectory.expected_terminal())
     values = objective(problem, batch, solutions)
     best = values.argmax(0)
     return values.max(0).values, solutions[best[batch.graph_of], torch.arange(batch.num_nodes)]

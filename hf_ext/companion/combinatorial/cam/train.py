@@ -1,13 +1,15 @@
 """Training by combinatorial adjoint matching (CAM), and the REINFORCE baseline in the same loop.
 
-CAM: roll out without gradients; the adjoint at the end is each node's flip energy change at the terminal state;
-it is carried back through the chain (``x_{k+1} = x_k xor f_k`` with the flips held fixed has the identity as its
-Jacobian, and, as in adjoint matching's lean adjoint, the network's own dependence on the state is dropped), so a
-flip at a visited state is valued by what it does to the terminal energy. The network's clean-state prediction at
-every visited state is fitted by cross-entropy to the tilted target ``P(x_1[i] = x_T[i]) = sigmoid(a[i] / tau)``
-(keep the terminal value in proportion to what changing it would cost), the Gibbs-optimal choice of the
-entropy-regularised problem at temperature ``tau``, annealed from ``tau_start`` to ``tau_end``.
-REINFORCE: ``(E(x_T) - mean over the K chains) * log p(trajectory)``.
+Both optimise one objective: the expected terminal energy ``E[E(x_T)]`` plus ``tau`` times the KL divergence of the
+flip decisions from a reference chain flipping each node with probability ``base_flip`` (``tau`` annealed from
+``tau_start`` to ``tau_end``). A lazy reference matters: when every node flips with probability 1/2 the next state
+is independent of the current one, every carried adjoint is zero in expectation, and max-cut (whose energy
+gradient averages to zero over a random state) gets no signal at all.
+CAM: roll out without gradients, carry the discrete adjoint ``a_k ~ dE[E(x_T) | x_k]/dx_k`` backward along each
+trajectory (:func:`adjoint_targets`); flipping node i at step k then changes the expected terminal energy by
+``-benefit = (1 - 2 x_k[i]) a_{k+1}[i]``, and the flip probability optimal for it under the entropy term,
+``sigmoid(logit(base_flip) + benefit / tau)``, is a fixed regression target for the network's flip logit at that state.
+REINFORCE: the score-function gradient of the same objective, the mean over the K chains of a graph as baseline.
 """
 
 import math
@@ -21,16 +23,23 @@ from .config import CAMConfig
 from .graphs import Graph, batch_graphs
 from .model import FlipGNN
 from .problems import energy, flip_delta
-from .sampler import Trajectory, clean_logits, flip_probability, jump_rates, rollout
+from .sampler import Trajectory, flip_logits, rollout
 
 
 def adjoint_targets(problem: str, batch, trajectory: Trajectory, beta: float) -> torch.Tensor:
-    """Discrete adjoint ``a_k[i]`` at every visited state ``(T, K, N)``: the terminal energy change caused by
-    flipping node i at step k with the later flips held fixed; ``a_T = dE(x_T)``, ``a_k = a_{k+1}``."""
-    adjoint = flip_delta(problem, batch, trajectory.states[-1], beta)
-    carried = [adjoint]
-    for _ in range(trajectory.flips.shape[0] - 1):
-        carried.append(carried[-1])  # identity Jacobian of the xor transition
+    """The discrete adjoint at every visited state, ``(T + 1, K, N)``, carried backward through the chain.
+
+    ``a_T[i] = E(x_T, x_i = 1) - E(x_T, x_i = 0)``, the gradient of the (multilinear) energy at the terminal state.
+    One step takes ``x_k`` to ``x_{k+1}`` with independent flips, so ``E[x_{k+1} | x_k] = x_k + (1 - 2 x_k) p_k``
+    and, with the rates ``p_k`` held fixed, ``a_k = (1 - 2 p_k) a_{k+1}``: a change now survives the later flips
+    with odds ``1 - 2p`` per step. ``E[a_k | x_k]`` is then exactly ``V_k(x, x_i = 1) - V_k(x, x_i = 0)`` with
+    ``V_k(x) = E[E(x_T) | x_k = x]`` when the rates do not depend on the state (tested by enumeration); the
+    network's own dependence on the state is dropped, as in adjoint matching's lean adjoint.
+    """
+    terminal = trajectory.states[-1]
+    carried = [(1 - 2 * terminal) * flip_delta(problem, batch, terminal, beta)]
+    for p in trajectory.probs.flip(0):
+        carried.append((1 - 2 * p) * carried[-1])
     return torch.stack(carried[::-1])
 
 
@@ -38,25 +47,38 @@ def temperature(config: CAMConfig, progress: float) -> float:
     return config.tau_start * (config.tau_end / config.tau_start) ** min(max(progress, 0.0), 1.0)
 
 
+def base_logit(config: CAMConfig) -> float:
+    return math.log(config.base_flip / (1 - config.base_flip))
+
+
+def initial_model(config: CAMConfig) -> FlipGNN:
+    """The network ``train`` starts from, seeded by ``config.seed``: the reference chain (``p = base_flip``)."""
+    torch.manual_seed(config.seed)
+    model = FlipGNN(config.hidden, config.layers)
+    torch.nn.init.constant_(model.head.bias, base_logit(config))
+    return model
+
+
 def cam_loss(model: FlipGNN, config: CAMConfig, batch, trajectory: Trajectory, tau: float) -> torch.Tensor:
-    """Cross-entropy of the network's clean-state predictions against the adjoint-tilted targets."""
+    """Cross-entropy of the network's flip probabilities against the adjoint-tilted targets."""
     adjoint = adjoint_targets(config.problem, batch, trajectory, config.beta)
-    targets = torch.sigmoid((2 * trajectory.states[-1] - 1) * adjoint / tau)
-    logits = clean_logits(model, batch, trajectory.states[:-1], config.steps)
-    return F.binary_cross_entropy_with_logits(logits, targets)
+    benefit = -(1 - 2 * trajectory.states[:-1]) * adjoint[1:]
+    logits = flip_logits(model, batch, trajectory.states[:-1], config.steps)
+    return F.binary_cross_entropy_with_logits(logits, torch.sigmoid(base_logit(config) + benefit / tau))
 
 
 def reinforce_loss(model: FlipGNN, config: CAMConfig, batch, trajectory: Trajectory, tau: float) -> torch.Tensor:
-    """Score-function loss with the K-chain mean as baseline, energies per node so graph sizes weigh alike."""
-    sizes = torch.as_tensor([max(g.num_nodes, 1) for g in batch.graphs], dtype=torch.float32)
-    terminal = energy(config.problem, batch, trajectory.states[-1], config.beta) / sizes
+    """Score-function estimate of ``E[E(x_T)] / tau + KL(flips || reference)``, baseline the graph's mean over
+    the K chains, averaged per node and step like CAM's loss."""
+    terminal = energy(config.problem, batch, trajectory.states[-1], config.beta)  # (K, G)
     advantage = (terminal - terminal.mean(0, keepdim=True)) / tau
-    logits = clean_logits(model, batch, trajectory.states[:-1], config.steps)
-    gamma = jump_rates(config.steps)[:, None, None]
-    p = flip_probability(logits, trajectory.states[:-1], gamma).clamp(1e-6, 1 - 1e-6)
-    logp = (trajectory.flips * p.log() + (1 - trajectory.flips) * (-p).log1p()).sum(0)  # (K, N)
+    logits = flip_logits(model, batch, trajectory.states[:-1], config.steps)
+    logp = -F.binary_cross_entropy_with_logits(logits, trajectory.flips, reduction="none").sum(0)  # (K, N)
     per_graph = logp.new_zeros(logp.shape[0], batch.num_graphs).index_add_(1, batch.graph_of, logp)
-    return (advantage * per_graph).mean() / config.steps
+    p = torch.sigmoid(logits)
+    cross_entropy = F.binary_cross_entropy_with_logits(torch.full_like(logits, base_logit(config)), p, reduction="sum")
+    kl = cross_entropy - F.binary_cross_entropy_with_logits(logits, p, reduction="sum")
+    return ((advantage * per_graph).sum() + kl) / max(logits.numel(), 1)
 
 
 LOSSES = {"cam": cam_loss, "reinforce": reinforce_loss}
@@ -67,8 +89,7 @@ def train(config: CAMConfig, graphs: list[Graph], model: FlipGNN | None = None, 
     holding per step the mean terminal energy per node of the rollouts and the loss."""
     if not graphs:
         raise ValueError("train: `graphs` must hold at least one training Graph")
-    torch.manual_seed(config.seed)
-    model = model or FlipGNN(config.hidden, config.layers)
+    model = model or initial_model(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
     generator = torch.Generator().manual_seed(config.seed)
     history, start = [], time.perf_counter()

@@ -8,7 +8,10 @@ from hf_ext.companion.combinatorial.cam import FlipGNN, Graph, batch_graphs, erd
 def test_rollout_shapes_and_xor_dynamics():
     batch = batch_graphs([erdos_renyi(10, 0.3, 0), erdos_renyi(7, 0.3, 1)])
     trajectory = rollout(FlipGNN(8, 2), batch, steps=5, chains=3, generator=torch.Generator().manual_seed(0))
-    assert trajectory.states.shape == (6, 3, 17) and trajectory.flips.shape == (5, 3, 17)
+    assert trajectory.states.shape == (6, 3, 17) and trajectory.flips.shape == trajectory.probs.shape == (5, 3, 17)
+    torch.testing.assert_close(trajectory.probs[0], torch.full((3, 17), 0.5))  # zero head: the uniform chain
+    expected = trajectory.states[-2] + (1 - 2 * trajectory.states[-2]) * trajectory.probs[-1]
+    torch.testing.assert_close(trajectory.expected_terminal(), expected)
     torch.testing.assert_close(trajectory.states[1:], (trajectory.states[:-1] + trajectory.flips) % 2)
 
 

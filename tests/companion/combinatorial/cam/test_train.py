@@ -1,45 +1,65 @@
+import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from hf_ext.companion.combinatorial.cam import (
     CAMConfig,
     FlipGNN,
+    Graph,
+    Trajectory,
     adjoint_targets,
     batch_graphs,
     energy,
     erdos_renyi,
+    initial_model,
     rollout,
     solve,
     train,
     training_signal_variance,
 )
+from hf_ext.companion.combinatorial.cam.train import cam_loss, reinforce_loss
 
 
 @pytest.mark.parametrize("problem", ["mis", "maxcut"])
-def test_adjoint_targets_match_finite_differences_of_the_terminal_energy(problem):
-    """Flip node i at step k, replay the later flips: the terminal energy moves by exactly a_k[i]."""
-    batch = batch_graphs([erdos_renyi(9, 0.4, 0), erdos_renyi(6, 0.5, 1)])
-    trajectory = rollout(FlipGNN(8, 1), batch, steps=4, chains=2, generator=torch.Generator().manual_seed(0))
-    adjoint = adjoint_targets(problem, batch, trajectory, beta=1.3)
-    assert adjoint.shape == trajectory.flips.shape
-    base = energy(problem, batch, trajectory.states[-1], 1.3).sum(1)
-    for k in range(4):
-        for i in range(batch.num_nodes):
-            x = trajectory.states[k].clone()
-            x[:, i] = 1 - x[:, i]
-            for later in trajectory.flips[k:]:
-                x = (x + later) % 2
-            torch.testing.assert_close(energy(problem, batch, x, 1.3).sum(1) - base, adjoint[k, :, i])
+def test_carried_adjoint_is_the_exact_gradient_of_the_expected_terminal_energy(problem):
+    """Every trajectory of a 2-step chain with state-independent rates on a 4-node graph, enumerated: the mean of
+    the carried adjoint given x_k equals V_k(x, x_i = 1) - V_k(x, x_i = 0), V_k(x) = E[E(x_T) | x_k = x]."""
+    n, beta = 4, 1.3
+    batch = batch_graphs([Graph(n, np.array([[0, 1], [1, 2], [2, 3], [0, 2]]))])
+    rates = torch.tensor([[0.1, 0.7, 0.4, 0.9], [0.3, 0.2, 0.8, 0.6]])  # p_k[i], steps k = 0, 1
+    cube = torch.tensor(list(itertools.product([0.0, 1.0], repeat=n)))  # all 16 states, index = binary number
+    pick = torch.tensor(list(itertools.product(range(len(cube)), repeat=3)))  # x_0, f_0, f_1: 4096 trajectories
+    x0, f0, f1 = cube[pick[:, 0]], cube[pick[:, 1]], cube[pick[:, 2]]
+    states = torch.stack([x0, (x0 + f0) % 2, (x0 + f0 + f1) % 2])
+    flips, probs = torch.stack([f0, f1]), rates[:, None, :].expand(2, len(pick), n)
+    adjoint = adjoint_targets(problem, batch, Trajectory(states, flips, probs), beta)
+    assert adjoint.shape == (3, len(pick), n)
+    weight = torch.where(flips > 0, probs, 1 - probs).prod(-1).prod(0)  # P(f_0, f_1), same for every x_0
+
+    def transition(p):  # P(x_{k+1} = y | x_k = x), (16, 16)
+        return torch.where(cube[:, None, :] != cube[None, :, :], p, 1 - p).prod(-1)
+
+    values = [energy(problem, batch, cube, beta)[:, 0]]  # V_2 = E, then V_1, V_0
+    for p in rates.flip(0):
+        values.append(transition(p) @ values[-1])
+    powers, eye = 2 ** torch.arange(n - 1, -1, -1), torch.eye(n)
+    for k, value in enumerate(values[::-1]):
+        index = (states[k] * powers).sum(-1).long()
+        for s, x in enumerate(cube):
+            mask = index == s
+            mean = (weight[mask, None] * adjoint[k, mask]).sum(0) / weight[mask].sum()
+            with_i, without_i = ((x + (1 - x) * eye) * powers).sum(-1), ((x * (1 - eye)) * powers).sum(-1)
+            torch.testing.assert_close(mean, value[with_i.long()] - value[without_i.long()], rtol=1e-5, atol=1e-5)
 
 
 def test_training_improves_over_the_initialization():
     graphs = [erdos_renyi(40, 0.15, s) for s in range(6)]
     held_out = batch_graphs([erdos_renyi(40, 0.15, 100 + s) for s in range(4)])
     config = CAMConfig(steps=6, chains=4, hidden=16, layers=2, train_steps=40, learning_rate=1e-2, seed=0)
-    torch.manual_seed(config.seed)
-    initial = FlipGNN(16, 2)  # the same initialization train() draws
+    initial = initial_model(config)  # the same initialization train() draws
     model, history = train(config, graphs, progress=False)
 
     def terminal_energy(m):
@@ -86,8 +106,35 @@ def test_save_pretrained_round_trip_and_damaged_files(tmp_path):
         ("method", "ppo", r"`method` must be one of \['cam', 'reinforce'\]"),
         ("beta", math.nan, "`beta` must be a finite number"),
         ("tau_end", 5.0, "`tau_end` must be <= tau_start"),
+        ("base_flip", 0.0, r"`base_flip` must be in \(0, 1\)"),
     ],
 )
 def test_bad_config_names_the_field(field, value, message):
     with pytest.raises(ValueError, match=f"CAMConfig: {message}"):
         CAMConfig(**{field: value})
+
+
+def test_reinforce_baseline_is_per_graph_and_its_entropy_bonus_is_cams_temperature():
+    """Identical chains on each graph (graphs of different energies): no advantage is left, so the loss is the
+    KL term alone, KL(p || base_flip) / (T K N); a global baseline would leave the graphs' energy difference in it."""
+    torch.manual_seed(0)
+    model, batch = FlipGNN(8, 1), batch_graphs([erdos_renyi(12, 0.4, 0), erdos_renyi(5, 0.1, 1)])
+    one = rollout(model, batch, 3, 1, torch.Generator().manual_seed(0))
+    copies = Trajectory(*(t.expand(-1, 4, -1).clone() for t in (one.states, one.flips, one.probs)))
+    config = CAMConfig(method="reinforce", steps=3, chains=4, base_flip=0.2)
+    loss = reinforce_loss(model, config, batch, copies, tau=0.3)
+    logits = model(batch, copies.states[:-1].reshape(12, -1), torch.arange(3).repeat_interleave(4) / 3)
+    p = torch.sigmoid(logits)
+    kl = (p * (p / 0.2).log() + (1 - p) * ((1 - p) / 0.8).log()).sum()
+    torch.testing.assert_close(loss, kl / logits.numel())
+
+
+def test_cam_targets_fall_back_to_the_reference_chain_without_signal():
+    """Max-cut on a graph without edges: every adjoint is zero, so the target is base_flip everywhere and the
+    network train() starts from already fits it (loss = the binary entropy of base_flip)."""
+    config = CAMConfig(problem="maxcut", steps=3, chains=2, hidden=4, layers=1, base_flip=0.2)
+    model, batch = initial_model(config), batch_graphs([Graph(5, np.zeros((0, 2)))])
+    trajectory = rollout(model, batch, 3, 2, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(trajectory.probs, torch.full((3, 2, 5), 0.2))
+    loss = cam_loss(model, config, batch, trajectory, tau=0.5)
+    torch.testing.assert_close(loss, torch.tensor(-(0.2 * math.log(0.2) + 0.8 * math.log(0.8))))

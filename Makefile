@@ -54,9 +54,13 @@ gpu-check:
 	PYTHON_BIN=$(PYTHON_BIN) bash benchmarks/gpu_check.sh
 
 # An OpenAI-compatible server for LILO's HTTP backend and its slow test: llama-cpp-python builds from
-# source (several CPU-minutes, niced); docs/lilo.md shows how to serve the offline SmolLM2 GGUF with it.
+# source (about 20 minutes on 2 busy cores, niced; the library only: no tests, examples, tools or OpenMP);
+# LLAMA_CPP=path/to/llama_cpp_python-*.whl installs a wheel built before. docs/lilo.md shows how to serve
+# the offline SmolLM2 GGUF with it.
+LLAMA_CPP ?= llama-cpp-python
+LLAMA_CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DGGML_OPENMP=OFF
 llama-server: install
-	nice -n 19 $(PY) -m pip install --quiet "llama-cpp-python[server]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 19 $(PY) -m pip install --quiet "$(LLAMA_CPP)[server]"
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -32,6 +32,9 @@ def main() -> None:
         "--llm-seeds", type=int, nargs="+", default=None, help="seeds of the LLM methods (default --seeds)"
     )
     parser.add_argument("--base-url", default=None, help="an OpenAI-compatible server for the http backend run")
+    parser.add_argument(
+        "--timeout", type=float, default=900.0, help="seconds per server request (a busy CPU server took 130 s)"
+    )
     parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     out = Path(args.output_dir) / "lilo"
@@ -55,6 +58,7 @@ def main() -> None:
         server = run_recipe(
             ["--config", str(shipped_config("lilo")), "--environments", args.environments[0], "--methods", "lilo"]
             + ["--seeds", *map(str, llm_seeds), "--backend", "http", "--base_url", args.base_url]
+            + ["--timeout", str(args.timeout)]
             + ["--output_dir", str(out / "http")]
         )
         summary |= {f"http/{key}": _short(entry) for key, entry in server["summary"].items()}

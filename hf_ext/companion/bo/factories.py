@@ -25,7 +25,7 @@ from botorch.models.transforms import Standardize
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
-from .rcgp import RobustConjugateGP
+from .rcgp import RobustConjugateGP, robust_scale
 
 ModelFactory = Callable[[Tensor, Tensor], Model]
 AcquisitionFactory = Callable[[Model, int], AcquisitionFunction | SamplingStrategy]
@@ -34,7 +34,7 @@ CLIP = 1e10
 
 
 def robust_standardize(values: Tensor) -> tuple[Tensor, float, float]:
-    """``(values - median) / (1.4826 MAD)`` over the finite values; infinities stay infinite.
+    """``(values - median) / robust_scale`` over the finite values (:func:`~.rcgp.robust_scale`); infinities stay.
 
     Mean and standard deviation would be destroyed by a single huge or infinite observation.
     """
@@ -42,9 +42,7 @@ def robust_standardize(values: Tensor) -> tuple[Tensor, float, float]:
     if len(finite) == 0:
         return values, 0.0, 1.0
     center = finite.median().item()
-    scale = 1.4826 * (finite - center).abs().median().item()
-    if scale <= 0:
-        scale = finite.std().item() if len(finite) > 1 else 0.0
+    scale = robust_scale(finite)
     scale = scale if scale > 0 else 1.0
     return (values - center) / scale, center, scale
 

@@ -7,6 +7,7 @@ from botorch.optim import optimize_acqf
 from gpytorch.kernels import MaternKernel, ScaleKernel
 
 from hf_ext.companion.bo import RobustConjugateGP, adaptive_threshold
+from hf_ext.companion.bo.rcgp import robust_scale
 
 C = 1.5
 
@@ -118,7 +119,8 @@ def test_fit_improves_the_objective_and_works_with_botorch_acquisitions():
 
 def test_adaptive_threshold_is_a_quantile_of_the_residuals_and_stays_finite():
     residuals = torch.arange(1.0, 101.0)
-    assert adaptive_threshold(residuals, epsilon=0.05) == 95.0
+    assert adaptive_threshold(residuals, epsilon=0.05, max_scales=10.0) == 95.0
+    assert adaptive_threshold(residuals, epsilon=0.05) == pytest.approx(3 * robust_scale(residuals))  # capped
     assert adaptive_threshold(torch.tensor([1.0, -2.0, math.inf, math.inf]), epsilon=0.05) == 2.0
     X, Y = _data()
     assert RobustConjugateGP(X, Y).c == adaptive_threshold(Y.squeeze(-1) - Y.median())
@@ -148,7 +150,7 @@ def test_adaptive_threshold_stays_on_the_clean_scale_when_more_than_epsilon_is_c
     Y = clean_Y.clone()
     Y[corrupted] = torch.tensor([[math.inf], [math.inf], [-1e300]], dtype=torch.float64)
     model = RobustConjugateGP(X, Y, noise=1e-3)  # adaptive: before the fix, c ~ 1e300 and c**2 overflowed
-    assert model.c < 3 * 1.4826 * (clean_Y - clean_Y.median()).abs().median() + 1e-9
+    assert model.c < 1.2 * 3 * robust_scale(clean_Y - clean_Y.median())
     model.fit(max_iter=10)
     kept = [i for i in range(30) if i not in corrupted]
     clean = RobustConjugateGP(X[kept], clean_Y[kept], c=1e9, prior_mean=model.prior_mean, noise=model.noise.item())
@@ -159,3 +161,16 @@ def test_adaptive_threshold_stays_on_the_clean_scale_when_more_than_epsilon_is_c
     assert torch.isfinite(robust.mean).all() and torch.isfinite(robust.variance).all()
     assert (robust.mean - standard.mean).abs().max() < 0.05  # the function spans [-1, 1]
     assert (robust.variance.sqrt() - standard.variance.sqrt()).abs().max() < 0.05
+
+
+def test_robust_scale_survives_clustering_that_collapses_the_mad_and_a_few_corruptions():
+    # BO's samples: 40 near the optimum, 20 spread over the objective's range (standard deviation ~ 1).
+    generator = torch.Generator().manual_seed(0)
+    clustered = torch.cat([1e-3 * torch.randn(40, generator=generator), torch.randn(20, generator=generator)])
+    mad = 1.4826 * (clustered - clustered.median()).abs().median().item()
+    assert mad < 0.002 and robust_scale(clustered) > 30 * mad  # the MAD sees the cluster's width only
+    normal = torch.randn(200, generator=generator)
+    assert robust_scale(normal) == pytest.approx(1.0, abs=0.15)
+    corrupted = torch.cat([normal, torch.tensor([math.inf, -math.inf, 1e300, -1e300, 1e6])])
+    assert robust_scale(corrupted) == pytest.approx(robust_scale(normal), rel=0.05)
+    assert robust_scale(torch.tensor([3.0, math.inf])) == 0.0

@@ -20,13 +20,15 @@ import torch
 from hf_ext._validation import check_finite
 
 Messages = list[dict[str, str]]
+PREFILL_MODES = ("response_format", "continue")
 
 
 class LLMBackend(Protocol):
     """What the LILO loop needs from a language model: one chat completion, reproducible by ``seed``.
 
-    A last message with role ``assistant`` is the start of the answer, to be continued (a prefill:
-    it holds a small model to the JSON format); the returned text includes it.
+    A last message with role ``assistant`` is the start of a JSON answer, to be continued (a prefill:
+    it holds a small model to the format); the returned text includes it, or is a whole JSON object
+    that replaces it (a server asked for JSON output instead, see :class:`OpenAIBackend`).
     """
 
     def complete(self, messages: Messages, seed: int) -> str: ...
@@ -92,6 +94,14 @@ class OpenAIBackend:
     Each call waits at most ``timeout`` seconds and is tried ``1 + retries`` times (connection
     errors, timeouts, HTTP 429 and 5xx; ``backoff`` seconds before the first retry, doubling up to
     10), then fails with an error naming the URL.
+
+    A prefilled answer (a last ``assistant`` message) is, with ``prefill="response_format"``, not
+    sent: the server is asked for a JSON object (``response_format={"type": "json_object"}``,
+    constrained decoding in llama.cpp's and vLLM's servers, JSON mode in OpenAI's) and its whole
+    answer returned. Most servers cannot continue an assistant message: llama-cpp-python's and
+    OpenAI's close it and start a new turn, so SmolLM2 answered ``{"choice": "{"reason": "..."}``
+    there. ``prefill="continue"`` sends it for servers that do continue it (llama.cpp's own
+    ``llama-server``; vLLM with ``continue_final_message``).
     """
 
     base_url: str = "http://127.0.0.1:8000/v1"
@@ -102,9 +112,12 @@ class OpenAIBackend:
     timeout: float = 60.0
     retries: int = 2
     backoff: float = 1.0
+    prefill: str = "response_format"
 
     def __post_init__(self):
         owner = type(self).__name__
+        if self.prefill not in PREFILL_MODES:
+            raise ValueError(f"{owner}: `prefill` must be one of {list(PREFILL_MODES)}, got {self.prefill!r}")
         _check_sampling(owner, self.max_new_tokens, self.temperature)
         check_finite(owner, "timeout", self.timeout)
         check_finite(owner, "backoff", self.backoff)
@@ -122,13 +135,15 @@ class OpenAIBackend:
         return self.base_url.rstrip("/") + "/chat/completions"
 
     def complete(self, messages: Messages, seed: int) -> str:
+        prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
+        json_mode = bool(prefill) and self.prefill == "response_format"
         body = {
             "model": self.model,
-            "messages": messages,
+            "messages": messages[:-1] if json_mode else messages,
             "max_tokens": self.max_new_tokens,
             "temperature": self.temperature,
             "seed": seed,
-        }
+        } | ({"response_format": {"type": "json_object"}} if json_mode else {})
         headers = {"Content-Type": "application/json"}
         if os.environ.get(self.api_key_env):
             headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
@@ -141,8 +156,7 @@ class OpenAIBackend:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
                     payload = json.load(response)
                 answer = payload["choices"][0]["message"]["content"] or ""
-                prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
-                return answer if answer.startswith(prefill) else prefill + answer  # servers differ here
+                return answer if json_mode or answer.startswith(prefill) else prefill + answer  # servers differ here
             except urllib.error.HTTPError as error:
                 if error.code != 429 and error.code < 500:  # our request is wrong: retrying cannot help
                     detail = error.read().decode(errors="replace")[:300]

@@ -13,6 +13,7 @@ import pytest
 from hf_ext.companion.bo.lilo import OpenAIBackend, ScriptedBackend, TransformersBackend, parse_json_object
 
 MESSAGES = [{"role": "user", "content": 'Reply with JSON only: {"choice": "A" or "B"}'}]
+PREFILLED = [*MESSAGES, {"role": "assistant", "content": '{"choice": "'}]
 
 
 class _ChatServer(BaseHTTPRequestHandler):
@@ -83,6 +84,7 @@ def test_an_unreachable_server_is_an_error_naming_the_url():
         ({"backoff": -1.0}, "`backoff` must be >= 0 seconds"),
         ({"max_new_tokens": 0}, "`max_new_tokens` must be an integer >= 1"),
         ({"temperature": float("nan")}, "`temperature` must be a finite number"),
+        ({"prefill": "drop"}, r"`prefill` must be one of \['response_format', 'continue'\], got 'drop'"),
     ],
 )
 def test_bad_http_settings_are_refused_by_name(kwargs, message):
@@ -132,23 +134,32 @@ def test_http_backend_against_a_real_llama_cpp_server_on_loopback():
         env=os.environ | {"OMP_NUM_THREADS": "2"},
     )
     try:
-        backend = OpenAIBackend(f"http://127.0.0.1:{port}/v1", max_new_tokens=16, timeout=60, retries=0)
+        backend = OpenAIBackend(f"http://127.0.0.1:{port}/v1", max_new_tokens=32, temperature=0, timeout=60, retries=0)
         deadline = time.monotonic() + 120
         while True:
             try:
-                answer = backend.complete(MESSAGES, seed=0)
+                question = backend.complete(MESSAGES, seed=0)
                 break
             except ConnectionError:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise
                 time.sleep(1)
-        assert isinstance(answer, str) and answer.strip()
+        assert isinstance(question, str) and question.strip()
+        # A prefilled JSON answer: llama-cpp-python cannot continue it, its JSON mode (a grammar) replaces it.
+        assert parse_json_object(backend.complete(PREFILLED, seed=0))
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
-def test_http_backend_returns_a_prefilled_answer_whole(chat_server):
-    prefilled = [*MESSAGES, {"role": "assistant", "content": '{"choice": "'}]
-    answer = OpenAIBackend(chat_server, timeout=5).complete(prefilled, seed=0)
-    assert answer.startswith('{"choice": "') and _ChatServer.requests[0][2]["messages"] == prefilled
+def test_http_backend_asks_for_a_json_object_instead_of_sending_a_prefill(chat_server):
+    answer = OpenAIBackend(chat_server, timeout=5).complete(PREFILLED, seed=0)
+    body = _ChatServer.requests[0][2]
+    assert body["messages"] == MESSAGES and body["response_format"] == {"type": "json_object"}
+    assert answer == '```json\n{"choice": "B"}\n```'  # the server's whole answer, no prefill glued in front
+
+
+def test_http_backend_continuing_a_prefill_returns_the_answer_whole(chat_server):
+    answer = OpenAIBackend(chat_server, timeout=5, prefill="continue").complete(PREFILLED, seed=0)
+    assert answer.startswith('{"choice": "') and _ChatServer.requests[0][2]["messages"] == PREFILLED
+    assert "response_format" not in _ChatServer.requests[0][2]

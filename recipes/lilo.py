@@ -37,6 +37,7 @@ from hf_ext.companion.bo.lilo import (
     TransformersBackend,
     make_environment,
 )
+from hf_ext.companion.bo.lilo.backends import PREFILL_MODES
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results
 
@@ -64,7 +65,14 @@ class LILOArguments:
     )
     base_url: str = field(default="http://127.0.0.1:8000/v1", metadata={"help": "http: the server's /v1 URL."})
     api_key_env: str = field(default="OPENAI_API_KEY", metadata={"help": "http: the variable holding the API key."})
-    timeout: float = field(default=60.0, metadata={"help": "http: seconds per request (> 0)."})
+    timeout: float = field(default=60.0, metadata={"help": "http: seconds per request (> 0); a resume may change it."})
+    prefill: str = field(
+        default="response_format",
+        metadata={
+            "help": f"http: one of {list(PREFILL_MODES)}: ask for a JSON object, or send the prefilled answer for a "
+            "server that continues it (llama.cpp's llama-server)."
+        },
+    )
     max_new_tokens: int = field(default=32, metadata={"help": "Tokens per LLM answer (>= 1)."})
     temperature: float = field(default=0.7, metadata={"help": "LLM sampling temperature (0 = greedy)."})
     output_dir: str = field(default="outputs/lilo", metadata={"help": "Where results, plot and transcripts go."})
@@ -81,6 +89,8 @@ class LILOArguments:
                 raise ValueError(f"LILOArguments: `{name}` must be a non-empty list from {list(allowed)}, got {chosen}")
         if self.backend not in BACKENDS:
             raise ValueError(f"LILOArguments: `backend` must be one of {list(BACKENDS)}, got {self.backend!r}")
+        if self.prefill not in PREFILL_MODES:
+            raise ValueError(f"LILOArguments: `prefill` must be one of {list(PREFILL_MODES)}, got {self.prefill!r}")
         if not self.seeds:
             raise ValueError("LILOArguments: `seeds` must not be empty")
 
@@ -88,7 +98,13 @@ class LILOArguments:
         if self.backend == "local":
             return TransformersBackend(self.llm, self.max_new_tokens, self.temperature)
         return OpenAIBackend(
-            self.base_url, self.llm, self.api_key_env, self.max_new_tokens, self.temperature, self.timeout
+            self.base_url,
+            self.llm,
+            self.api_key_env,
+            self.max_new_tokens,
+            self.temperature,
+            timeout=self.timeout,
+            prefill=self.prefill,
         )
 
 

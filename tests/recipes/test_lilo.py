@@ -29,6 +29,13 @@ def test_bad_arguments_are_refused_by_name():
         LILOArguments(methods=["bandit"])
     with pytest.raises(ValueError, match=r"`backend` must be one of \['local', 'http'\], got 'grpc'"):
         LILOArguments(backend="grpc")
+    with pytest.raises(ValueError, match=r"`prefill` must be one of \['response_format', 'continue'\], got 'none'"):
+        LILOArguments(prefill="none")
+
+
+def test_the_http_backend_gets_the_recipe_transport_and_prefill_settings():
+    backend = LILOArguments(backend="http", timeout=5.0, prefill="continue").make_backend()
+    assert (backend.timeout, backend.prefill) == (5.0, "continue")
 
 
 @pytest.mark.slow

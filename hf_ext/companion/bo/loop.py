@@ -66,11 +66,17 @@ def _config_from(config: BayesianOptimizationConfig | None, deprecated_settings:
 
 
 def _description(thing: Any) -> dict[str, Any]:
-    """What identifies an objective, adversary or factory in stored settings: its type, and its init fields."""
+    """What identifies an objective, adversary or factory in stored settings: its type, and its init fields.
+
+    A dataclass field with ``metadata={"transport": True}`` (a timeout, a retry count) is left out: it
+    changes how an answer is fetched, not the answer, so a resume may change it.
+    """
     if isinstance(thing, BaseTestProblem):
         return {"type": type(thing).__qualname__, "negate": thing.negate, "noise_std": thing.noise_std}
     if is_dataclass(thing):
-        return {"type": type(thing).__qualname__} | {f.name: getattr(thing, f.name) for f in fields(thing) if f.init}
+        return {"type": type(thing).__qualname__} | {
+            f.name: getattr(thing, f.name) for f in fields(thing) if f.init and not f.metadata.get("transport")
+        }
     return {"type": getattr(thing, "__qualname__", type(thing).__qualname__)}
 
 

@@ -21,6 +21,8 @@ from hf_ext._validation import check_finite
 
 Messages = list[dict[str, str]]
 PREFILL_MODES = ("response_format", "continue")
+# How an answer is fetched, not what it is: left out of a run's stored settings, so a resume may change it.
+TRANSPORT = {"transport": True}
 
 
 class LLMBackend(Protocol):
@@ -109,9 +111,9 @@ class OpenAIBackend:
     api_key_env: str = "OPENAI_API_KEY"
     max_new_tokens: int = 48
     temperature: float = 0.7
-    timeout: float = 60.0
-    retries: int = 2
-    backoff: float = 1.0
+    timeout: float = field(default=60.0, metadata=TRANSPORT)
+    retries: int = field(default=2, metadata=TRANSPORT)
+    backoff: float = field(default=1.0, metadata=TRANSPORT)
     prefill: str = "response_format"
 
     def __post_init__(self):

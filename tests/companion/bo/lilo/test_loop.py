@@ -7,6 +7,7 @@ from hf_ext.companion.bo.lilo import (
     LILO,
     LILOConfig,
     LLMAnswerError,
+    OpenAIBackend,
     ScriptedBackend,
     make_environment,
 )
@@ -58,6 +59,14 @@ def test_a_resume_under_other_settings_is_refused_naming_them(tmp_path, dtlz2):
     other = LILOConfig(**{**CONFIG.__dict__, "samples": 1})
     with pytest.raises(ValueError, match=r"config.samples: stored 2, now 1"):
         LILO(dtlz2, ScriptedBackend(ANSWERS), other, transcript_file=tmp_path / "t.jsonl")
+
+
+def test_a_resume_may_change_how_answers_are_fetched_but_not_which(tmp_path, dtlz2):
+    path = tmp_path / "t.jsonl"
+    LILO(dtlz2, OpenAIBackend(timeout=60.0, retries=2), CONFIG, transcript_file=path).transcript.record("e", "x")
+    LILO(dtlz2, OpenAIBackend(timeout=900.0, retries=5, backoff=3.0), CONFIG, transcript_file=path)
+    with pytest.raises(ValueError, match=r"backend.prefill: stored 'response_format', now 'continue'"):
+        LILO(dtlz2, OpenAIBackend(prefill="continue"), CONFIG, transcript_file=path)
 
 
 def test_an_llm_that_never_answers_json_fails_clearly_and_keeps_its_state(tmp_path, dtlz2):

@@ -19,7 +19,6 @@ judged by, and how many gpytorch/BoTorch warnings each run raised: they are coun
 and ``regret.png`` (cumulative regret, mean +- one standard deviation) to ``output_dir``.
 """
 
-import csv
 import math
 import queue
 import statistics
@@ -49,7 +48,7 @@ from hf_ext.companion.bo import (
 from hf_ext.companion.bo.adversary import PLACEMENTS
 from hf_ext.companion.bo.settings import check_and_store_settings
 from hf_ext.plotting import plot_bands
-from hf_ext.recipes._results import write_results
+from hf_ext.recipes._results import write_results, write_rows
 
 # method name -> BayesianOptimizationConfig fields (c=True: the configured fixed threshold)
 METHODS = {
@@ -331,10 +330,7 @@ def main(argv: list[str] | None = None) -> dict:
     rows = [row for run in runs for row in _rows(run, args.lenient_tolerance)]
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "regret.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(out / "regret.csv", rows)
     results = {"summary": summarize(rows, args), "args": asdict(args), "warnings": count_warnings(runs)}
     write_results(out, results)
     plot_regret(rows, args, out / "regret.png")

@@ -19,7 +19,6 @@ seconds), ``results.json`` (rows, summary, signal variances, training curves), `
 ``cam_training.png`` to ``output_dir``.
 """
 
-import csv
 import dataclasses
 import statistics
 import time
@@ -52,7 +51,7 @@ from hf_ext.companion.combinatorial.cam import (
     training_signal_variance,
 )
 from hf_ext.plotting import plot_curves, plot_grouped_bars
-from hf_ext.recipes._results import write_results
+from hf_ext.recipes._results import write_results, write_rows
 
 PROBLEMS = ("mis", "maxcut")
 QUICK = {
@@ -113,8 +112,10 @@ class CAMArguments:
         if not self.problems or set(self.problems) - set(PROBLEMS):
             raise ValueError(f"{owner}: `problems` must be a non-empty subset of {list(PROBLEMS)}, got {self.problems}")
         checks = {
-            "train_nodes": (bool(self.train_nodes) and _range_or_empty(self.train_nodes, 2),
-                            "[low, high] with 2 <= low <= high"),
+            "train_nodes": (
+                bool(self.train_nodes) and _range_or_empty(self.train_nodes, 2),
+                "[low, high] with 2 <= low <= high",
+            ),
             "edge_prob": (0 < self.edge_prob <= 1, "in (0, 1]"),
             "transfer_scales": (all(s >= 1 for s in self.transfer_scales), "a list of numbers >= 1"),
             "large_nodes": (_range_or_empty(self.large_nodes, 2), "[] or [low, high] with 2 <= low <= high"),
@@ -187,7 +188,11 @@ def evaluate(problem, name, graphs, models, config, args, seed) -> list[dict]:
     reference = values["exact"] if exact else [max(v) for v in zip(*values.values(), strict=True)]
     return [
         {
-            "seed": seed, "problem": problem, "eval_set": name, "method": method, "value": statistics.mean(v),
+            "seed": seed,
+            "problem": problem,
+            "eval_set": name,
+            "method": method,
+            "value": statistics.mean(v),
             "gap_percent": 100 * statistics.mean((r - x) / r for r, x in zip(reference, v, strict=True) if r > 0),
             "reference": "exact" if exact and optimal else ("exact_time_limited" if exact else "best_found"),
             "seconds": seconds[method],
@@ -209,13 +214,19 @@ def run_job(problem: str, seed: int, config: CAMConfig, args: CAMArguments) -> d
     probe = train_set[: config.graphs_per_step]
     variance = {
         f"{method}@{at}": training_signal_variance(
-            weights, dataclasses.replace(config, problem=problem, method=method, seed=seed), probe,
-            args.variance_repeats)
-        for at, weights in (("init", initial), ("cam_trained", models["cam"])) for method in ("cam", "reinforce")
+            weights,
+            dataclasses.replace(config, problem=problem, method=method, seed=seed),
+            probe,
+            args.variance_repeats,
+        )
+        for at, weights in (("init", initial), ("cam_trained", models["cam"]))
+        for method in ("cam", "reinforce")
     }
     sets = {f"{family}{low}-{high}": (family, low, high)}
-    sets |= {f"{family}{round(low * s)}-{round(high * s)}": (family, round(low * s), round(high * s))
-             for s in args.transfer_scales}
+    sets |= {
+        f"{family}{round(low * s)}-{round(high * s)}": (family, round(low * s), round(high * s))
+        for s in args.transfer_scales
+    }
     if problem == "mis":
         sets[f"exact_er{args.exact_nodes}"] = ("er", args.exact_nodes, args.exact_nodes)
         if args.large_nodes:
@@ -226,8 +237,11 @@ def run_job(problem: str, seed: int, config: CAMConfig, args: CAMArguments) -> d
     for i, (name, (graph_family, lo, hi)) in enumerate(sets.items()):
         graphs = instances(graph_family, lo, hi, args.eval_graphs, args, 10_000 + 97 * seed + i)
         rows += evaluate(problem, name, graphs, models, config, args, seed)
-    return {"rows": rows, "variance": {"seed": seed, "problem": problem} | variance,
-            "curves": {"seed": seed, "problem": problem} | curves}
+    return {
+        "rows": rows,
+        "variance": {"seed": seed, "problem": problem} | variance,
+        "curves": {"seed": seed, "problem": problem} | curves,
+    }
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -256,27 +270,36 @@ def main(argv: list[str] | None = None) -> dict:
     local = [run_job(p, s, config, args) for p, s in tqdm(mine, desc="cam", disable=not state.is_main_process)]
     done = gather_object(local) if state.num_processes > 1 else local
     rows = [row for job in done for row in job["rows"]]
-    results = {"summary": summarize(rows), "rows": rows, "signal_variance": [job["variance"] for job in done],
-               "training_curves": [job["curves"] for job in done],
-               "args": dataclasses.asdict(args), "config": dataclasses.asdict(config)}
+    results = {
+        "summary": summarize(rows),
+        "rows": rows,
+        "signal_variance": [job["variance"] for job in done],
+        "training_curves": [job["curves"] for job in done],
+        "args": dataclasses.asdict(args),
+        "config": dataclasses.asdict(config),
+    }
     out = Path(args.output_dir)
     if state.is_main_process:
         write_results(out, results)
-        with (out / "runs.csv").open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_rows(out / "runs.csv", rows)
         gaps: dict[str, dict[str, float]] = {}
         for key, entry in results["summary"].items():
             problem, eval_set, method = key.split("/")
             gaps.setdefault(method, {})[f"{problem}/{eval_set}"] = entry["gap_percent_mean"]
-            state.print(f"{key}: value {entry['value_mean']:.2f} +- {entry['value_std']:.2f}, "
-                        f"gap {entry['gap_percent_mean']:.2f}%")
-        plot_grouped_bars(gaps, out / "cam_gap.png", "gap to the reference (exact on exact_er*, else best found)",
-                          "gap (%)")
+            state.print(
+                f"{key}: value {entry['value_mean']:.2f} +- {entry['value_std']:.2f}, "
+                f"gap {entry['gap_percent_mean']:.2f}%"
+            )
+        plot_grouped_bars(
+            gaps, out / "cam_gap.png", "gap to the reference (exact on exact_er*, else best found)", "gap (%)"
+        )
         first = done[0]["curves"]
-        plot_curves({m: first[m] for m in ("cam", "reinforce")}, out / "cam_training.png",
-                    f"{first['problem']}, seed {first['seed']}: rollout energy per node", "energy per node")
+        plot_curves(
+            {m: first[m] for m in ("cam", "reinforce")},
+            out / "cam_training.png",
+            f"{first['problem']}, seed {first['seed']}: rollout energy per node",
+            "energy per node",
+        )
     state.wait_for_everyone()
     return results
 

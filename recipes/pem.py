@@ -14,7 +14,6 @@ per budget), ``tasks.csv``, ``results.json``, ``ecdf.png`` (fraction of COCO's 5
 evaluations / D) and ``winloss.png`` to ``output_dir``.
 """
 
-import csv
 import statistics
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
@@ -31,7 +30,7 @@ from hf_ext.companion.es import METHODS, CocoConfig, run_coco
 from hf_ext.companion.es.compare import ecdf, wins_losses
 from hf_ext.companion.es.tasks import TASKS, run_task
 from hf_ext.plotting import plot_bands, plot_grouped_bars
-from hf_ext.recipes._results import write_results
+from hf_ext.recipes._results import write_results, write_rows
 
 CHALLENGERS = ("rb_pem", "probe_switch")
 QUICK = {
@@ -136,13 +135,6 @@ def summarize_tasks(task_runs: list[dict]) -> dict:
     }
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def plot_ecdf(records: list[dict], args: PemArguments, path: Path) -> None:
     """One panel per budget: each method's fraction of (run, target) pairs reached by j D evaluations."""
     panels = {}
@@ -164,16 +156,16 @@ def main(argv: list[str] | None = None) -> dict:
     task_runs = run_tasks(args) if args.tasks else []
     table = win_loss_table(records, args)
     out.mkdir(parents=True, exist_ok=True)
-    _write_csv(out / "runs.csv", [{k: v for k, v in r.items() if k != "trajectory"} for r in records])
+    write_rows(out / "runs.csv", [{k: v for k, v in r.items() if k != "trajectory"} for r in records])
     if table:
-        _write_csv(out / "winloss.csv", table)
+        write_rows(out / "winloss.csv", table)
         bars = {
             kind: {f"{r['challenger']} vs {r['baseline']} {r['budget']}": r[kind] for r in table}
             for kind in ("wins", "losses")
         }
         plot_grouped_bars(bars, out / "winloss.png", "bbob-noisy (function, instance) pairs", "pairs")
     if task_runs:
-        _write_csv(out / "tasks.csv", task_runs)
+        write_rows(out / "tasks.csv", task_runs)
     plot_ecdf(records, args, out / "ecdf.png")
     results = {"winloss": table, "tasks": summarize_tasks(task_runs), "args": asdict(args)}
     write_results(out, results)

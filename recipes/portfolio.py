@@ -42,7 +42,7 @@ from hf_ext.companion.portfolio import (
     summarize,
 )
 from hf_ext.plotting import plot_bands
-from hf_ext.recipes._results import write_results
+from hf_ext.recipes._results import write_results, write_rows
 
 SPARSE = ("sparse_tco", "topk_tco")  # run once per K
 STRATEGIES = (*SPARSE, "tco1", "tco2", "buy_and_hold", "best_crp")
@@ -182,11 +182,8 @@ def plot_wealth(runs: list[dict], args: PortfolioArguments, path: Path) -> None:
 
 
 def write_csvs(runs: list[dict], out: Path) -> None:
-    with (out / "metrics.csv").open("w", newline="") as handle:
-        fields = list(runs[0]["key"]) + sorted({name for run in runs for name in run["metrics"]})
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(run["key"] | run["metrics"] for run in runs)
+    fields = list(runs[0]["key"]) + sorted({name for run in runs for name in run["metrics"]})
+    write_rows(out / "metrics.csv", (run["key"] | run["metrics"] for run in runs), fields)
     with (out / "wealth.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow([*runs[0]["key"], "period", "wealth"])

@@ -21,7 +21,6 @@ Writes ``runs.csv`` (final Dice per run), ``curves.csv`` (validation mean Dice p
 prediction at the base learning rate, first seed) to ``output_dir``.
 """
 
-import csv
 import dataclasses
 import math
 import statistics
@@ -39,7 +38,7 @@ from hf_ext.data import volume_segmentation
 from hf_ext.data.volumes import class_names
 from hf_ext.models.rep3d import DiceMetrics, Rep3DConfig, Rep3DForSegmentation, argmax_logits
 from hf_ext.plotting import plot_bands, plot_label_slices
-from hf_ext.recipes._results import write_results
+from hf_ext.recipes._results import write_results, write_rows
 
 VARIANTS = ("rep3d", "fixed_prior", "no_mask", "small_kernel")
 MASKS = {"rep3d": "learned", "fixed_prior": "prior", "no_mask": "none", "small_kernel": "none"}
@@ -201,13 +200,6 @@ def summarize(runs: list[dict], args: Rep3DArguments) -> dict:
     return summary
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def write_outputs(runs: list[dict], args: Rep3DArguments, training_args: TrainingArguments, data, out: Path) -> dict:
     results = {
         "summary": summarize(runs, args),
@@ -217,13 +209,13 @@ def write_outputs(runs: list[dict], args: Rep3DArguments, training_args: Trainin
         "max_steps": training_args.max_steps,
     }
     write_results(out, results)
-    _write_csv(out / "runs.csv", [r["row"] for r in runs])
+    write_rows(out / "runs.csv", [r["row"] for r in runs])
     curve_rows = [
         {k: r["row"][k] for k in ("variant", "lr_multiplier", "seed")} | {"step": step, "mean_dice": dice}
         for r in runs
         for step, dice in r["curve"]
     ]
-    _write_csv(out / "curves.csv", curve_rows)
+    write_rows(out / "curves.csv", curve_rows)
     panels = {
         f"learning rate x{m:g}": {
             v: [

@@ -12,7 +12,6 @@ final primal gap and primal integral against the best objective any method found
 (``default_denoiser``; about two minutes on 2 CPU cores the first time).
 """
 
-import csv
 import resource
 import statistics
 import time
@@ -39,7 +38,7 @@ from hf_ext.companion.combinatorial.set_cover import (
 )
 from hf_ext.companion.combinatorial.set_cover.compare import METHODS, run_method
 from hf_ext.plotting import plot_log_sweeps
-from hf_ext.recipes._results import write_results
+from hf_ext.recipes._results import write_results, write_rows
 
 # beasley (costs 1-100) and rail (costs 1-2) are the denoiser's training regimes; correlated (Beasley's structure,
 # a column costs its row count plus up to as much again, so every cost per row lies in 1-2) and rail_wide (rail's
@@ -174,10 +173,7 @@ def main(argv: list[str] | None = None) -> dict:
                 )
             panels[f"{family}, {n_columns} columns"][method].append(gap_curve(curve, best, grid))
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "runs.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(out / "runs.csv", rows)
     summary = summarize(rows)
     plot_log_sweeps(
         {panel: dict(series) for panel, series in panels.items()},

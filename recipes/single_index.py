@@ -25,7 +25,6 @@ link and start, one curve per dimension) and ``single_index_time_to_overlap.png`
 ``|m| >= 0.9`` against ``d``, log-log) to ``output_dir``.
 """
 
-import csv
 import dataclasses
 import math
 import statistics
@@ -52,7 +51,7 @@ from hf_ext.companion.single_index import (
     link_coefficients,
 )
 from hf_ext.plotting import plot_bands, plot_log_sweeps
-from hf_ext.recipes._results import write_results
+from hf_ext.recipes._results import write_results, write_rows
 
 METHODS = ("joint", "oracle", "relu_link", "two_layer_sgd", "gradient_boosting")
 STRUCTURE_FREE = ("two_layer_sgd", "gradient_boosting")  # no direction, no start: once per data set
@@ -307,10 +306,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.output_dir)
     if state.is_main_process:
         write_results(out, results)
-        with (out / "runs.csv").open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=[k for k in rows[0] if k != "overlaps"], extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(rows)
+        write_rows(out / "runs.csv", rows, [k for k in rows[0] if k != "overlaps"])
         if "joint" in args.methods:
             plot(rows, args, out)
         for key, entry in results["summary"].items():

@@ -21,7 +21,6 @@ the numbers above) and ``stepsize_sensitivity.png`` (final loss against step siz
 problem) to ``output_dir``.
 """
 
-import csv
 import dataclasses
 import math
 import statistics
@@ -44,7 +43,7 @@ from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.optim import NGN, SPS, near_best_width, ratio_at_multiple
 from hf_ext.plotting import plot_log_sweeps
-from hf_ext.recipes._results import write_results
+from hf_ext.recipes._results import write_results, write_rows
 
 METHODS = ("sgd", "sgd_momentum", "adamw", "sps", "ngn", "ngn_m")
 PROBLEMS = ("breast_cancer_logreg", "digits_logreg", "digits_mlp", "llama_lm")
@@ -347,10 +346,7 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.output_dir)
     if state.is_main_process:
         write_results(out, results)
-        with (out / "runs.csv").open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_rows(out / "runs.csv", rows)
         plot(results["summary"], args, out / "stepsize_sensitivity.png")
         for key, entry in results["summary"].items():
             state.print(f"{key}: {_line(entry)}")

@@ -24,7 +24,6 @@ held-out loss and step time as a ratio to AdamW.
 Writes ``results.json``, ``accuracy.csv``, ``training.csv``, ``tradeoff.png`` and ``training.png``.
 """
 
-import csv
 import dataclasses
 import math
 import statistics
@@ -48,7 +47,7 @@ from hf_ext.models import llama_from_scratch
 from hf_ext.optim import MuonWithAdamW, SymmetryCurvature, SymmetryGroup, symmetry_param_groups
 from hf_ext.optim.symmetry_groups import GROUPS
 from hf_ext.plotting import plot_grouped_bars, plot_labelled_points
-from hf_ext.recipes._results import write_results
+from hf_ext.recipes._results import write_results, write_rows
 
 QUICK_SIZES = {
     "seeds": [0],
@@ -460,8 +459,8 @@ def main(argv: list[str] | None = None) -> dict:
     }
     if state.is_main_process:
         out = write_results(training_args.output_dir, results)
-        write_csv(out / "accuracy.csv", rows)
-        write_csv(out / "training.csv", training_rows(training))
+        write_rows(out / "accuracy.csv", rows)
+        write_rows(out / "training.csv", training_rows(training))
         plot_results(results, out)
         state.print(f"wrote {out / 'results.json'}, accuracy.csv, training.csv, tradeoff.png and training.png")
     return results
@@ -491,13 +490,6 @@ def training_rows(training: dict) -> list[dict]:
         for name, row in table.items()
         for seed, run in enumerate(row["runs"])
     ]
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def plot_results(results: dict, out: Path) -> None:

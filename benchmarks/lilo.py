@@ -3,10 +3,11 @@
     python benchmarks/lilo.py [--seeds 0 1 2 3 4] [--environments dtlz2 vehicle_safety] [--base-url URL]
 
 Runs the ``lilo`` recipe with its shipped settings (SmolLM2-135M-Instruct through transformers,
-4 rounds of 2 points after 4 Sobol points, 3 labelled pairs per round) on two environments with
-simulated decision makers, and reports per environment and method the gap of the best point's
-true utility to the best known (mean and standard deviation over seeds; lower is better), the
-LLM's label accuracy against the hidden utility, and the LLM calls made. BO on the true utility
+3 rounds of 2 points after 4 Sobol points, 2 labelled pairs per round) on two environments with
+simulated decision makers, LILO with pairwise labels and with scalar scores (``lilo_scalar``), and
+reports per environment and method the gap of the best point's true utility to the best known
+(mean and standard deviation over seeds; lower is better), the LLM's label accuracy against the
+hidden utility (scalar: the pairs of a round's outcomes it scored apart), and the LLM calls made. BO on the true utility
 is the upper reference, preferential BO with EUBO on true comparisons the outside baseline LILO
 claims to beat. ``--base-url`` adds LILO through an OpenAI-compatible server (first environment).
 A rerun into the same ``--output-dir`` takes the LLM's answers from the transcripts. The last line is JSON.
@@ -21,7 +22,7 @@ from hf_ext.plotting import plot_bands
 from hf_ext.recipes import shipped_config
 from hf_ext.recipes.lilo import main as run_recipe
 
-METHODS = ["lilo", "preferential", "true_utility", "llm_only", "random"]
+METHODS = ["lilo", "lilo_scalar", "preferential", "true_utility", "llm_only", "random"]
 
 
 def main() -> None:
@@ -41,11 +42,17 @@ def main() -> None:
     llm_seeds = args.llm_seeds or args.seeds
     common = ["--config", str(shipped_config("lilo")), "--environments", *args.environments]
     runs, curves = {}, []
-    for methods, seeds in ((["preferential", "true_utility", "random"], args.seeds), (["lilo", "llm_only"], llm_seeds)):
-        flags = ["--methods", *methods, "--seeds", *map(str, seeds), "--output_dir", str(out / "local")]
-        results = run_recipe([*common, *flags])
-        runs |= results["summary"]
-        curves += results["runs"]
+    for methods, seeds, feedback in (
+        (["preferential", "true_utility", "random"], args.seeds, "pairwise"),
+        (["lilo", "llm_only"], llm_seeds, "pairwise"),
+        (["lilo"], llm_seeds, "scalar"),
+    ):
+        flags = ["--methods", *methods, "--seeds", *map(str, seeds), "--feedback", feedback]
+        where = out / ("local" if feedback == "pairwise" else "scalar")  # a transcript keeps its own settings
+        results = run_recipe([*common, *flags, "--output_dir", str(where)])
+        suffix = "" if feedback == "pairwise" else "_scalar"  # the scalar variant runs as the recipe's `lilo`
+        runs |= {f"{key}{suffix}": entry for key, entry in results["summary"].items()}
+        curves += [run | {"method": run["method"] + suffix} for run in results["runs"]]
     panels = {
         env: {m: [r["gap"] for r in curves if r["environment"] == env and r["method"] == m] for m in METHODS}
         for env in args.environments

@@ -49,3 +49,13 @@ def test_quick_run_with_smollm2_labels_and_proposes(tmp_path):
     again = main(_flags(tmp_path, "--methods", "lilo", "llm_only"))  # resumed: every answer from the transcripts
     assert again["summary"]["dtlz2/lilo"]["llm_calls"] == 0
     assert again["runs"][0]["gap"] == results["runs"][0]["gap"]
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_share_the_runs_out(tmp_path, run_on_two_processes):
+    stdout = run_on_two_processes("lilo", ["quick=true", "methods=preferential random"])
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert sorted(run["method"] for run in runs) == ["preferential", "random"]  # each run once, from either rank
+    assert stdout.count("dtlz2/preferential: final gap") == 1  # the summary printed once
+    for method in ("preferential", "random"):
+        assert (tmp_path / "transcripts" / "dtlz2" / method / "seed_0.jsonl").is_file()

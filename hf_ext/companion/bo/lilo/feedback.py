@@ -148,9 +148,10 @@ class LLMFeedback:
             seed = (self.config.seed * 1_000_003 + round_index) * 1_009 + number
             values = self._ask(messages, _probability, seed, round_index)
             scores.append(sum(values) / len(values) if values else float("nan"))
-            self.transcript.record(
-                f"score:{round_index}:{number}", "score", round=round_index, outcome=number, samples=values
-            )
+            record = {"round": round_index, "outcome": number, "samples": values}
+            if hasattr(self.decision_maker, "utility"):  # the truth the scores are judged against, as for labels
+                record["utility"] = self.decision_maker.utility(outcome[None]).item()
+            self.transcript.record(f"score:{round_index}:{number}", "score", **record)
         scores = torch.tensor(scores, dtype=outcomes.dtype)
         self._check_rate(round_index, int(torch.isfinite(scores).sum()), len(scores), "outcomes")
         return scores

@@ -8,6 +8,9 @@ a loop created on an existing transcript replays the run and takes every LLM ans
 a killed run resumes without repeating a call, and only under the settings stored beside it.
 """
 
+import itertools
+import statistics
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,7 +36,11 @@ LLM_METHODS = ("lilo", "llm_only")
 
 @dataclass
 class RoundResult:
-    """After a round: evaluations so far, the true utility of the best of them, LLM calls and label accuracy."""
+    """After a round: evaluations so far, the true utility of the best of them, LLM calls and label accuracy.
+
+    ``labels`` counts the LLM's labels judged against the hidden utility so far: pairs labelled, or
+    with scalar feedback the pairs of one round's outcomes it scored apart (:func:`implied_labels`).
+    """
 
     round: int
     evaluations: int
@@ -41,6 +48,25 @@ class RoundResult:
     llm_calls: int
     labels: int
     correct_labels: int
+
+
+def implied_labels(scores: list[dict]) -> list[bool]:
+    """Whether each pair of outcomes scored apart in one round is ordered as the hidden utility orders them.
+
+    The scalar variant's counterpart of a label's correctness: two outcomes that the LLM gave
+    different mean probabilities of acceptance in the same round amount to a label, right when the
+    one scored higher has the higher true utility. Equal scores, like a tied vote, label nothing.
+    """
+    by_round = defaultdict(list)
+    for record in scores:
+        if record["samples"]:
+            by_round[record["round"]].append((statistics.fmean(record["samples"]), record["utility"]))
+    return [
+        (first[0] - second[0]) * (first[1] - second[1]) > 0
+        for scored in by_round.values()
+        for first, second in itertools.combinations(scored, 2)
+        if first[0] != second[0]
+    ]
 
 
 class LILO:
@@ -113,14 +139,16 @@ class LILO:
         return (UtilityProposer if scalar else PreferenceProposer)(config, feedback=feedback, **factories)
 
     def _result(self, round_index: int, X: torch.Tensor) -> RoundResult:
-        labels = [r for r in self.transcript.of_kind("label") if r["round"] <= round_index and "correct" in r]
+        so_far = [r for r in self.transcript.records if r.get("round", 0) <= round_index]
+        labels = [r["correct"] for r in so_far if r["kind"] == "label" and "correct" in r]
+        labels += implied_labels([r for r in so_far if r["kind"] == "score" and "utility" in r])
         return RoundResult(
             round_index,
             len(X),
             self.environment.true_utility(X).max().item(),
-            sum(1 for r in self.transcript.of_kind("llm") if r["round"] <= round_index),
+            sum(r["kind"] == "llm" for r in so_far),
             len(labels),
-            sum(r["correct"] for r in labels),
+            sum(labels),
         )
 
     def _evaluate(self, round_index: int, X: torch.Tensor, first: int) -> torch.Tensor:

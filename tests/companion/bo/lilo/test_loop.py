@@ -11,6 +11,7 @@ from hf_ext.companion.bo.lilo import (
     ScriptedBackend,
     make_environment,
 )
+from hf_ext.companion.bo.lilo.loop import implied_labels
 
 CONFIG = LILOConfig(n_initial=4, batch_size=2, rounds=2, pairs_per_round=2, samples=2, num_restarts=1, raw_samples=16)
 ANSWERS = ["What matters most to you?", '{"choice": "A", "reason": "closer"}', 'Sure: {"choice": "A"}']
@@ -81,8 +82,26 @@ def test_an_llm_that_never_answers_json_fails_clearly_and_keeps_its_state(tmp_pa
 def test_the_scalar_variant_scores_every_outcome(dtlz2):
     backend = ScriptedBackend(["Why?", '{"probability": 0.7, "reason": "ok"}', '{"probability": "80"}'])
     config = LILOConfig(**{**CONFIG.__dict__, "feedback": "scalar", "samples": 1})
-    results = LILO(dtlz2, backend, config).run()
-    assert [r.evaluations for r in results] == [4, 6, 8] and results[-1].labels == 0
+    loop = LILO(dtlz2, backend, config)
+    results = loop.run()
+    assert [r.evaluations for r in results] == [4, 6, 8]
+    scores, evaluations = loop.transcript.of_kind("score"), loop.transcript.of_kind("evaluation")
+    assert [r["outcome"] for r in scores] == [*range(4), *range(6)]  # every outcome observed, each round
+    truth = dtlz2.true_utility(torch.tensor([e["x"] for e in evaluations], dtype=torch.float64))
+    assert [r["utility"] for r in scores] == [truth[r["outcome"]].item() for r in scores]
+    assert results[-1].labels == len(implied_labels(scores)) > 0
+
+
+def test_scores_of_one_round_imply_a_label_per_pair_they_order():
+    scores = [
+        {"round": 1, "samples": [0.9], "utility": 0.5},
+        {"round": 1, "samples": [0.2, 0.4], "utility": 0.1},  # below the first in score and utility: right
+        {"round": 1, "samples": [0.9], "utility": 0.7},  # scored as the first: no label; above the second: right
+        {"round": 1, "samples": [], "utility": 0.0},  # no valid sample: no score, no label
+        {"round": 2, "samples": [0.1], "utility": 0.9},  # compared within its own round only
+        {"round": 2, "samples": [0.6], "utility": 0.2},  # scored above an outcome of higher utility: wrong
+    ]
+    assert sorted(implied_labels(scores)) == [False, True, True]
 
 
 @pytest.mark.parametrize("method", ["preferential", "true_utility", "random"])

@@ -1,7 +1,8 @@
 """CAM vs the REINFORCE baseline (same training time), greedy, local search and HiGHS on MIS and max-cut.
 
     python benchmarks/cam.py [--seeds 0 1 2] [--train-seconds 90]
-    python benchmarks/cam.py --problems maxcut --base-flip 0.1     # max-cut with the lazy reference chain
+    python benchmarks/cam.py --train-steps 300    # equal gradient steps instead of equal time (load-independent)
+    python benchmarks/cam.py --problems maxcut --base-flip 0.5     # max-cut under the uniform reference chain
 
 Runs the ``cam`` recipe (recipes/cam.py) with its shipped config, per seed: MIS on held-out ER(n, 0.15) graphs of
 100-200 nodes (the training sizes), 200-400 nodes (transfer) and 100 nodes (solved exactly by HiGHS, the outside
@@ -26,14 +27,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--train-seconds", type=float, default=90.0, help="per method, problem and seed")
+    parser.add_argument("--train-steps", type=int, default=None,
+                        help="train every method for this many gradient steps instead of --train-seconds")
     parser.add_argument("--eval-graphs", type=int, default=4)
     parser.add_argument("--problems", nargs="+", default=["mis", "maxcut"])
-    parser.add_argument("--base-flip", type=float, default=0.5, help="reference chain's flip probability")
+    parser.add_argument("--base-flip", type=float, default=None,
+                        help="reference chain's flip probability; default each problem's own (0.5 MIS, 0.1 max-cut)")
     parser.add_argument("--output-dir", default="outputs/benchmarks/cam")
     args = parser.parse_args()
+    budget = (["--train_seconds", str(args.train_seconds)] if args.train_steps is None
+              else ["--train_seconds", "inf", "--train_steps", str(args.train_steps)])
     flags = ["--config", str(shipped_config("cam")), "--output_dir", args.output_dir, "--seeds", *map(str, args.seeds),
-             "--train_seconds", str(args.train_seconds), "--eval_graphs", str(args.eval_graphs),
-             "--problems", *args.problems, "--base_flip", str(args.base_flip)]
+             *budget, "--eval_graphs", str(args.eval_graphs),
+             "--problems", *args.problems]
+    if args.base_flip is not None:
+        flags += ["--base_flip", str(args.base_flip)]
     results = run_recipe(flags)
     variance = {}
     for key in ("cam@init", "reinforce@init", "cam@cam_trained", "reinforce@cam_trained"):
@@ -44,7 +52,8 @@ def main() -> None:
     for key, entry in variance.items():
         print(f"training-signal variance / squared mean gradient, {key}: "
               f"{entry['relative_variance_mean']:.3g} +- {entry['relative_variance_std']:.2g}")
-    summary = {"seeds": args.seeds, "train_seconds": args.train_seconds, "eval_graphs": args.eval_graphs,
+    summary = {"seeds": args.seeds, "train_seconds": args.train_seconds, "train_steps": args.train_steps,
+               "eval_graphs": args.eval_graphs,
                "problems": args.problems, "base_flip": args.base_flip,
                "results": results["summary"], "signal_variance": variance}
     save_json(str(Path(args.output_dir)), "cam", summary | {"rows": results["rows"]})

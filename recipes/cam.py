@@ -210,7 +210,7 @@ def run_job(problem: str, seed: int, config: CAMConfig, args: CAMArguments) -> d
         run = dataclasses.replace(config, problem=problem, method=method, seed=seed)
         models[method], history = train(run, train_set, progress=False)
         curves[method] = [(h["step"], h["energy_per_node"]) for h in history]
-    initial = initial_model(dataclasses.replace(config, seed=seed))
+    initial = initial_model(dataclasses.replace(config, problem=problem, seed=seed))
     probe = train_set[: config.graphs_per_step]
     variance = {
         f"{method}@{at}": training_signal_variance(

@@ -1,14 +1,15 @@
 """Training by combinatorial adjoint matching (CAM), and the REINFORCE baseline in the same loop.
 
 Both optimise one objective: the expected terminal energy ``E[E(x_T)]`` plus ``tau`` times the KL divergence of the
-flip decisions from a reference chain flipping each node with probability ``base_flip`` (``tau`` annealed from
-``tau_start`` to ``tau_end``). A lazy reference matters: when every node flips with probability 1/2 the next state
-is independent of the current one, every carried adjoint is zero in expectation, and max-cut (whose energy
-gradient averages to zero over a random state) gets no signal at all.
+flip decisions from a reference chain flipping each node with probability ``config.reference_flip`` (``tau``
+annealed from ``tau_start`` to ``tau_end``). A lazy reference matters: when every node flips with probability 1/2
+the next state is independent of the current one, every carried adjoint is zero in expectation, and max-cut (whose
+energy gradient averages to zero over a random state) gets no signal at all.
 CAM: roll out without gradients, carry the discrete adjoint ``a_k ~ dE[E(x_T) | x_k]/dx_k`` backward along each
 trajectory (:func:`adjoint_targets`); flipping node i at step k then changes the expected terminal energy by
 ``-benefit = (1 - 2 x_k[i]) a_{k+1}[i]``, and the flip probability optimal for it under the entropy term,
-``sigmoid(logit(base_flip) + benefit / tau)``, is a fixed regression target for the network's flip logit at that state.
+``sigmoid(logit(reference_flip) + benefit / tau)``, is a fixed regression target for the network's flip logit at that
+state.
 REINFORCE: the score-function gradient of the same objective, the mean over the K chains of a graph as baseline.
 """
 
@@ -48,11 +49,11 @@ def temperature(config: CAMConfig, progress: float) -> float:
 
 
 def base_logit(config: CAMConfig) -> float:
-    return math.log(config.base_flip / (1 - config.base_flip))
+    return math.log(config.reference_flip / (1 - config.reference_flip))
 
 
 def initial_model(config: CAMConfig) -> FlipGNN:
-    """The network ``train`` starts from, seeded by ``config.seed``: the reference chain (``p = base_flip``)."""
+    """The network ``train`` starts from, seeded by ``config.seed``: the reference chain, ``config.reference_flip``."""
     torch.manual_seed(config.seed)
     model = FlipGNN(config.hidden, config.layers)
     torch.nn.init.constant_(model.head.bias, base_logit(config))

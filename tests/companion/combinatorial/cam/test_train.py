@@ -138,3 +138,13 @@ def test_cam_targets_fall_back_to_the_reference_chain_without_signal():
     torch.testing.assert_close(trajectory.probs, torch.full((3, 2, 5), 0.2))
     loss = cam_loss(model, config, batch, trajectory, tau=0.5)
     torch.testing.assert_close(loss, torch.tensor(-(0.2 * math.log(0.2) + 0.8 * math.log(0.8))))
+
+
+@pytest.mark.parametrize(
+    ("problem", "base_flip", "expected"), [("mis", None, 0.5), ("maxcut", None, 0.1), ("maxcut", 0.3, 0.3)]
+)
+def test_the_reference_chain_is_the_problems_own_unless_set(problem, base_flip, expected):
+    """Max-cut gets no signal under the uniform chain: an unset `base_flip` gives it the lazy one MIS does not need."""
+    config = CAMConfig(problem=problem, steps=2, chains=2, hidden=4, layers=1, base_flip=base_flip)
+    trajectory = rollout(initial_model(config), batch_graphs([erdos_renyi(6, 0.5, 0)]), 2, 2, torch.Generator())
+    torch.testing.assert_close(trajectory.probs, torch.full((2, 2, 6), expected))

@@ -1,7 +1,7 @@
-"""CAM vs the REINFORCE baseline (same training time), greedy, local search and HiGHS on MIS and max-cut.
+"""CAM vs the REINFORCE baseline (same training time or steps), greedy, local search and HiGHS on MIS and max-cut.
 
     python benchmarks/cam.py [--seeds 0 1 2] [--train-seconds 90]
-    python benchmarks/cam.py --train-steps 300    # equal gradient steps instead of equal time (load-independent)
+    python benchmarks/cam.py --train-steps 400    # equal gradient steps instead of equal time (load-independent)
     python benchmarks/cam.py --problems maxcut --base-flip 0.5     # max-cut under the uniform reference chain
 
 Runs the ``cam`` recipe (recipes/cam.py) with its shipped config, per seed: MIS on held-out ER(n, 0.15) graphs of

@@ -45,7 +45,7 @@ class CAMConfig:
         default=None,
         metadata={"help": "Flip probability of the reference chain the entropy term is measured against and the "
                   "network starts from, in (0, 1); None takes the problem's: 0.5 (the uniform chain) for MIS, "
-                  f"0.1 for max-cut, which gets no signal under the uniform chain ({DEFAULT_BASE_FLIP})."},
+                  "0.1 for max-cut, which gets no signal under the uniform chain."},
     )
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient-norm clip (> 0)."})
     seed: int = field(default=0, metadata={"help": "Seeds the network, the graph sampling and the chains."})

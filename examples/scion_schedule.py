@@ -10,9 +10,9 @@ constants behind the rule, see `measure_constants` and `critical_batch_size` in 
 import torch
 from transformers import Trainer, TrainingArguments
 
-from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
+from hf_ext.data import PackedStream, PackedStreamCollator, stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
-from hf_ext.optim import BatchScheduleCallback, PackedStream, PackedStreamCollator, Scion
+from hf_ext.optim import BatchScheduleCallback, Scion
 
 tokenizer = stdlib_bpe_tokenizer(2048)
 model = llama_from_scratch(tokenizer, hidden_size=64, num_layers=2, max_positions=128)

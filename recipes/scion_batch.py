@@ -33,15 +33,13 @@ from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
-from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
+from hf_ext.data import PackedStream, PackedStreamCollator, stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.optim import (
     BatchSchedule,
     BatchScheduleCallback,
     Constants,
     MuonWithAdamW,
-    PackedStream,
-    PackedStreamCollator,
     Scion,
     critical_batch_size,
     measure_constants,

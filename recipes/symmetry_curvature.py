@@ -45,7 +45,7 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.optim import MuonWithAdamW, SymmetryCurvature, SymmetryGroup, symmetry_param_groups
-from hf_ext.optim.symmetry_groups import GROUPS
+from hf_ext.optim.symmetry_curvature import GROUPS
 from hf_ext.plotting import plot_grouped_bars, plot_labelled_points
 from hf_ext.recipes._results import write_results, write_rows
 

@@ -28,9 +28,13 @@ METHODS = (
     "hf_ext.alignment",
     "hf_ext.quant",
     "hf_ext.plasticity",
-    "hf_ext.optim",
+    "hf_ext.optim.*",  # one unit per optimizer method: hf_ext.optim.scion, hf_ext.optim.loss_step, ...
     "hf_ext.companion.*",
 )
+# Packages that gather several methods: only their __init__ re-exports the methods' names, and no method imports them.
+UMBRELLAS = ("hf_ext.optim",)
+# The numerics the optimizer methods share; it imports none of them.
+SHARED = ("hf_ext.optim.shared",)
 CORE = ("hf_ext.data", "hf_ext.models", "hf_ext.evaluation", "hf_ext.plotting", "hf_ext._*", "hf_ext.kernels")
 
 
@@ -52,8 +56,15 @@ class Rule:
 
 
 RULES = (
-    Rule("a method package imports no other method package", METHODS, METHODS, across_units=True),
-    Rule("core imports no method package, recipe or CLI", CORE, (*METHODS, "hf_ext.recipes", "hf_ext.cli")),
+    Rule(
+        "a method package imports no other method package",
+        METHODS,
+        (*METHODS, *UMBRELLAS),
+        allowed=SHARED,
+        across_units=True,
+    ),
+    Rule("shared optimizer numerics import no optimizer method", SHARED, (*METHODS, *UMBRELLAS), allowed=SHARED),
+    Rule("core imports no method package, recipe or CLI", CORE, (*METHODS, *UMBRELLAS, "hf_ext.recipes", "hf_ext.cli")),
     Rule(
         "kernels import nothing from hf_ext but hf_ext.kernels",
         importers=("hf_ext.kernels",),
@@ -232,6 +243,10 @@ def test_the_layers_name_real_packages(modules):
 # One small fake source tree per rule, each with exactly one import that breaks it.
 BREAKING = {
     "a method package imports no other method package": {"hf_ext/zo/fake.py": "from ..rl import presets\n"},
+    "shared optimizer numerics import no optimizer method": {
+        "hf_ext/optim/shared/fake.py": "from ..scion import Scion\n",
+        "hf_ext/optim/scion/__init__.py": "",
+    },
     "core imports no method package, recipe or CLI": {"hf_ext/data/fake.py": "def f():\n    import hf_ext.quant\n"},
     "kernels import nothing from hf_ext but hf_ext.kernels": {"kernels/fake.py": "from hf_ext.models import tiny\n"},
     "the companion loads without transformers, TRL or PEFT": {
@@ -249,6 +264,10 @@ ALLOWED = {
     "a method package imports no other method package": {
         "hf_ext/zo/fake.py": "from . import config\nfrom hf_ext.data import x\nfrom hf_ext.kernels import y\n",
         "hf_ext/zo/config.py": "",
+    },
+    "shared optimizer numerics import no optimizer method": {
+        "hf_ext/optim/shared/fake.py": "from .newton_schulz import newton_schulz\nfrom hf_ext._validation import x\n",
+        "hf_ext/optim/shared/newton_schulz.py": "",
     },
     "core imports no method package, recipe or CLI": {"hf_ext/data/fake.py": "from hf_ext.models import tiny\n"},
     "kernels import nothing from hf_ext but hf_ext.kernels": {"kernels/fake.py": "from ._dispatch import use_triton\n"},
@@ -279,6 +298,26 @@ def test_each_rule_catches_a_breaking_import_and_names_it(rule):
 @pytest.mark.parametrize("rule", RULES, ids=RULE_NAMES)
 def test_each_rule_lets_the_allowed_imports_through(rule):
     assert violations(rule, _fake_modules(ALLOWED[rule.name])) == []
+
+
+def test_each_optimizer_method_is_its_own_unit():
+    """Scion importing SPS, or a method importing the hf_ext.optim umbrella, breaks the rule; shared numerics do not."""
+    rule = RULES[0]
+    breaking = _fake_modules(
+        {
+            "hf_ext/optim/scion/fake.py": "from ..loss_step import SPS\nfrom hf_ext.optim import NGN\n",
+            "hf_ext/optim/loss_step/__init__.py": "",
+            "hf_ext/optim/__init__.py": "",
+        }
+    )
+    assert [m.split("`")[1] for m in violations(rule, breaking)] == [
+        "from ..loss_step import SPS",
+        "from hf_ext.optim import NGN",
+    ]
+    allowed = _fake_modules(
+        {"hf_ext/optim/scion/fake.py": "from ..shared import newton_schulz\n", "hf_ext/optim/shared/__init__.py": ""}
+    )
+    assert violations(rule, allowed) == []
 
 
 def _canonical(distribution: str) -> str:

@@ -1,13 +1,19 @@
-"""Optimizers and optimizer wrappers: gradient smoothing across depth, SPS and NGN (step size from the loss),
-Scion with its batch-size schedule, decentralized SGD (gossip over torch.distributed)."""
+"""Optimizers and optimizer wrappers, one sub-package per method: ``loss_step`` (SPS, NGN), ``scion`` (Scion and its
+batch-size schedule), ``symmetry_curvature``, ``decentralized`` (gossip SGD), ``gradient_smoothing``, ``muon``
+(Muon with AdamW, a baseline); ``shared`` holds the numerics they share. Every public name is re-exported here."""
 
-from .batch_schedule import BatchSchedule, Stage
-from .batch_schedule_callback import BatchScheduleCallback, PackedStream, PackedStreamCollator
-from .constants import Constants, CriticalBatch, critical_batch_size, measure_constants
-from .decentralized import DecentralizedSGD, DecentralizedSGDFactory, find_decentralized
-from .decentralized_metrics import DecentralizedMetricsCallback
-from .decentralized_trainer import DecentralizedTrainer
-from .gossip import GossipCommunicator
+from .decentralized import (
+    TOPOLOGIES,
+    DecentralizedMetricsCallback,
+    DecentralizedSGD,
+    DecentralizedSGDFactory,
+    DecentralizedTrainer,
+    GossipCommunicator,
+    Topology,
+    check_mixing_matrix,
+    find_decentralized,
+    spectral_gap,
+)
 from .gradient_smoothing import (
     GradientSmoothing,
     GradientSmoothingFactory,
@@ -15,18 +21,29 @@ from .gradient_smoothing import (
     find_blocks,
     smoothing_matrix,
 )
-from .inverse_root import inverse_root
-from .loss_step import LossStepOptimizer
-from .loss_trainer import LossToOptimizerMixin, LossToOptimizerTrainer
-from .muon_adamw import MuonWithAdamW
-from .newton_schulz import newton_schulz
-from .ngn import NGN
-from .scion import Scion, scion_param_groups
-from .sensitivity import near_best_width, ratio_at_multiple
-from .sps import SPS
-from .symmetry_curvature import SymmetryCurvature, symmetry_param_groups
-from .symmetry_groups import SymmetryGroup
-from .topology import TOPOLOGIES, Topology, check_mixing_matrix, spectral_gap
+from .loss_step import (
+    NGN,
+    SPS,
+    LossStepOptimizer,
+    LossToOptimizerMixin,
+    LossToOptimizerTrainer,
+    near_best_width,
+    ratio_at_multiple,
+)
+from .muon import MuonWithAdamW
+from .scion import (
+    BatchSchedule,
+    BatchScheduleCallback,
+    Constants,
+    CriticalBatch,
+    Scion,
+    Stage,
+    critical_batch_size,
+    measure_constants,
+    scion_param_groups,
+)
+from .shared import OptimizerWrapper, inverse_root, newton_schulz
+from .symmetry_curvature import SymmetryCurvature, SymmetryGroup, symmetry_param_groups
 
 __all__ = [
     "NGN",
@@ -47,8 +64,7 @@ __all__ = [
     "LossToOptimizerMixin",
     "LossToOptimizerTrainer",
     "MuonWithAdamW",
-    "PackedStream",
-    "PackedStreamCollator",
+    "OptimizerWrapper",
     "Scion",
     "Stage",
     "SymmetryCurvature",

@@ -1,6 +1,6 @@
 """SymmetryCurvature: precondition each layer by its gradient second moment averaged over the layer's symmetries.
 
-    S <- beta2 S + (1 - beta2) R2(g g^T)         R2: the closed-form group average (hf_ext.optim.symmetry_groups)
+    S <- beta2 S + (1 - beta2) R2(g g^T)         R2: the closed-form group average (.groups)
     m <- beta1 m + (1 - beta1) g
     x <- x - lr (S_hat + damping * mean(g^2)_hat I)^(-1/2) m_hat - lr * weight_decay * x
 
@@ -23,8 +23,8 @@ import fnmatch
 import torch
 from torch import nn
 
-from .._validation import check_finite
-from .symmetry_groups import GROUPS, SymmetryGroup
+from ..._validation import check_finite
+from .groups import GROUPS, SymmetryGroup
 
 FALLBACK = ("scaling", "scaling")  # vectors, embeddings and the output head: the diagonal (Adam-like) estimate
 
@@ -76,7 +76,7 @@ class SymmetryCurvature(torch.optim.Optimizer):
         params: an ``nn.Module`` (grouped by :func:`symmetry_param_groups`), or parameters / param groups;
             a group may set ``group`` and any argument below.
         lr: step size (>= 0); steps have Adam-like RMS, so Adam's learning rates are the place to start.
-        group: ``"auto"``, a name from :data:`~hf_ext.optim.symmetry_groups.GROUPS` (acting on the rows),
+        group: ``"auto"``, a name from :data:`~hf_ext.optim.symmetry_curvature.groups.GROUPS` (acting on the rows),
             or ``(rows, cols)``.
         betas: EMA weights of the momentum and of ``S``, each in [0, 1).
         damping: added to ``S``'s eigenvalues, relative to their mean (> 0).

@@ -2,7 +2,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback
 
-from hf_ext.optim import BatchScheduleCallback, PackedStream, PackedStreamCollator, Scion
+from hf_ext.data import PackedStream, PackedStreamCollator
+from hf_ext.optim import BatchScheduleCallback, Scion
 
 # Stage 0: 4 steps of 4 x 8 tokens; stage 1 (8x the budget): 7 steps of 8 x 16 tokens at half the step size.
 SCHEDULE = {"budgets": [128, 1024], "batch_size": 4, "seq_len": 8, "max_seq_len": 64, "multiple": 2}

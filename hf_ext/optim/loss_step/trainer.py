@@ -13,7 +13,7 @@ process with the whole batch in one micro-batch.
 import torch
 from transformers import Trainer
 
-from .loss_step import LossStepOptimizer
+from .base import LossStepOptimizer
 
 
 class LossToOptimizerMixin:

@@ -9,8 +9,8 @@ from transformers import LlamaConfig, LlamaForCausalLM, Trainer
 
 from hf_ext.models import tiny_causal_lm
 from hf_ext.optim import Scion, scion_param_groups
-from hf_ext.optim.newton_schulz import CUBIC
-from hf_ext.optim.scion import RMS, ColNorm, Sign, Spectral
+from hf_ext.optim.scion.optimizer import RMS, ColNorm, Sign, Spectral
+from hf_ext.optim.shared.newton_schulz import CUBIC
 
 
 def _randn(*shape, seed=0):

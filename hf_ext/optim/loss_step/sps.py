@@ -9,8 +9,8 @@ the step shrinks as the loss approaches it, which is what makes SPS far less sen
 to a too-large ``lr``. The update itself (momentum, weight decay) is :class:`LossStepOptimizer`'s.
 """
 
-from .._validation import check_finite
-from .loss_step import LossStepOptimizer, ratio_or
+from ..._validation import check_finite
+from .base import LossStepOptimizer, ratio_or
 
 
 class SPS(LossStepOptimizer):

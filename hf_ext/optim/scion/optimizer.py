@@ -17,7 +17,7 @@ parameter has its own norm, chosen for its role (a matrix is read as the linear 
 
 Why its own optimizer: ``torch.optim.Muon`` has the spectral LMO only (other parameters go to
 AdamW) and no constrained variant; Scion gives every layer its geometry, which is what the
-batch-size theory of :mod:`hf_ext.optim.constants` measures in.
+batch-size theory of :mod:`hf_ext.optim.scion.critical_batch` measures in.
 """
 
 import math
@@ -26,8 +26,8 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from .._validation import check_finite
-from .newton_schulz import QUINTIC, newton_schulz
+from ..._validation import check_finite
+from ..shared.newton_schulz import QUINTIC, newton_schulz
 
 EPS = 1e-12
 

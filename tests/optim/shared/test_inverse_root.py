@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from hf_ext.optim.inverse_root import inverse_root
+from hf_ext.optim.shared.inverse_root import inverse_root
 
 
 def _psd(d, seed):

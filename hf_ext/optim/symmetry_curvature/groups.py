@@ -31,7 +31,7 @@ import math
 
 import torch
 
-from .inverse_root import eigenvalue_inverse_root, inverse_root
+from ..shared.inverse_root import eigenvalue_inverse_root, inverse_root
 
 
 class Side:

@@ -8,7 +8,7 @@ from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM, Trainer
 
 from hf_ext.optim import SymmetryCurvature, SymmetryGroup, inverse_root, newton_schulz, symmetry_param_groups
-from hf_ext.optim.newton_schulz import CUBIC
+from hf_ext.optim.shared.newton_schulz import CUBIC
 
 TINY = 1e-12  # relative damping small enough for the exact reductions (in float64: float32's rounding needs ~1e-6)
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from hf_ext.optim import TOPOLOGIES, Topology, check_mixing_matrix, spectral_gap
-from hf_ext.optim.topology import torus_shape
+from hf_ext.optim.decentralized.topology import torus_shape
 
 SIZES = {"torus": [4, 6, 8, 9, 12], "one_peer_exponential": [1, 2, 3, 4, 8, 16]}
 

@@ -8,7 +8,7 @@ so a too-large ``sigma`` (``lr``) costs far less than it does SGD. Needs ``f >= 
 itself (momentum, weight decay) is :class:`LossStepOptimizer`'s.
 """
 
-from .loss_step import LossStepOptimizer, ratio_or
+from .base import LossStepOptimizer, ratio_or
 
 
 class NGN(LossStepOptimizer):

@@ -12,7 +12,7 @@ import functools
 
 from transformers import Trainer
 
-from .decentralized import find_decentralized
+from .optimizer import find_decentralized
 
 
 class DecentralizedTrainer(Trainer):

@@ -25,8 +25,8 @@ from torch import nn
 
 from hf_ext.kernels import depth_smooth
 
-from .._validation import check_finite
-from ._wrapper import OptimizerWrapper
+from ..._validation import check_finite
+from ..shared.wrapper import OptimizerWrapper
 
 KERNELS = ("uniform", "triangular", "gaussian")
 MODES = ("update", "gradient")

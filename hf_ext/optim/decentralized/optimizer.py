@@ -1,6 +1,6 @@
 """Decentralized SGD: each worker keeps its own model, steps locally and averages with its graph neighbours.
 
-With ``W`` the topology's doubly stochastic mixing matrix (:mod:`hf_ext.optim.topology`):
+With ``W`` the topology's doubly stochastic mixing matrix (:mod:`hf_ext.optim.decentralized.topology`):
 
 - ``order="atc"`` (adapt-then-combine, default): ``x_i <- sum_j W_ij (x_j - lr g_j)``: the base step,
   then one gossip round;
@@ -8,7 +8,7 @@ With ``W`` the topology's doubly stochastic mixing matrix (:mod:`hf_ext.optim.to
   then the base step with the gradient taken before it.
 
 No all-reduce: a round sends the parameters, flattened into a few buckets, to the neighbours only
-(:class:`~hf_ext.optim.gossip.GossipCommunicator`). The base optimizer's state (momentum, Adam's
+(:class:`~hf_ext.optim.decentralized.gossip.GossipCommunicator`). The base optimizer's state (momentum, Adam's
 moments) stays local. With one process, or ``topology="complete"``, it is the base optimizer on the
 exact average (``complete`` costs ``n - 1`` messages per bucket, an all-reduce fewer bytes).
 """
@@ -19,8 +19,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .._validation import check_finite
-from ._wrapper import OptimizerWrapper
+from ..._validation import check_finite
+from ..shared.wrapper import OptimizerWrapper
 from .gossip import GossipCommunicator
 from .topology import Topology
 

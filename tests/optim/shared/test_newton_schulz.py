@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from hf_ext.optim import newton_schulz
-from hf_ext.optim.newton_schulz import CUBIC
+from hf_ext.optim.shared.newton_schulz import CUBIC
 
 
 def _matrix(rows, cols, seed=0):

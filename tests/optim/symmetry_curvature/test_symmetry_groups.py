@@ -3,8 +3,8 @@ import itertools
 import pytest
 import torch
 
-from hf_ext.optim.inverse_root import inverse_root
-from hf_ext.optim.symmetry_groups import GROUPS, SIDES, SymmetryGroup
+from hf_ext.optim.shared.inverse_root import inverse_root
+from hf_ext.optim.symmetry_curvature.groups import GROUPS, SIDES, SymmetryGroup
 
 PAIRS = [(r, c) for r in GROUPS for c in GROUPS if (r, c) != ("identity", "identity")]
 M, N = 3, 4

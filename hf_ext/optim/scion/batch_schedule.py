@@ -15,7 +15,7 @@ budgets (``Stage.end_tokens``) are what the data pipeline delivers, to the token
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .._validation import check_finite
+from ..._validation import check_finite
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ size of the last step is kept in each group's ``"step_size"`` (saved with ``stat
 
 import torch
 
-from .._validation import check_finite, check_finite_loss
+from ..._validation import check_finite, check_finite_loss
 
 NORMS = ("global", "per_group")
 

@@ -7,9 +7,9 @@ is a good model; the spectral gap of the topology says how fast gossip pulls the
 import torch
 from transformers import TrainerCallback
 
-from .._trainer_logs import add_to_logs
-from .._validation import check_finite
-from .decentralized import find_decentralized
+from ..._trainer_logs import add_to_logs
+from ..._validation import check_finite
+from .optimizer import find_decentralized
 
 
 class DecentralizedMetricsCallback(TrainerCallback):

@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from .._validation import check_finite
-from .scion import Scion
+from ..._validation import check_finite
+from .optimizer import Scion
 
 
 @dataclass(frozen=True)

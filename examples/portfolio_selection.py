@@ -24,7 +24,7 @@ strategies = {
     "TCO2": TCO(TCOConfig(cost=cost, predictor="window")),
 }
 for name, strategy in strategies.items():
-    metrics = summarize(backtest(strategy, relatives, cost))
+    metrics = summarize(backtest(strategy, relatives))  # charged the strategy's own cost
     print(
         f"{name}: wealth {metrics['final_wealth']:.3f}, volatility {metrics['annual_volatility']:.3f}, "
         f"at most {metrics['max_holdings']} assets held"

@@ -46,6 +46,11 @@ class TopKTCO:
     def __init__(self, tco: TCO, k: int):
         self.tco, self.k = tco, k
 
+    @property
+    def cost(self) -> float:
+        """TCO's cost rate, which :func:`~.protocol.backtest` charges."""
+        return self.tco.cost
+
     def start(self, assets: int) -> np.ndarray:
         check_k(type(self).__name__, self.k, assets)
         return sparse_start(assets, self.k)

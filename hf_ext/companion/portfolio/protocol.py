@@ -22,7 +22,11 @@ SIMPLEX_TOLERANCE = 1e-6
 
 
 class Strategy(Protocol):
-    """An online portfolio rule: ``start`` gives the first portfolio, ``rebalance`` each next one."""
+    """An online portfolio rule: ``start`` gives the first portfolio, ``rebalance`` each next one.
+
+    A rule that trades a predicted gain off against the transaction cost (TCO, K-sparse TCO) also has a
+    ``cost`` attribute, the rate it optimises for; :func:`backtest` then charges that rate.
+    """
 
     def start(self, assets: int) -> np.ndarray: ...
 
@@ -76,12 +80,38 @@ def check_portfolio(owner: str, portfolio: np.ndarray, assets: int, t: int) -> n
     return np.clip(portfolio, 0.0, None) / np.clip(portfolio, 0.0, None).sum()
 
 
-def backtest(strategy: Strategy, relatives: np.ndarray, cost: float) -> Backtest:
-    """Run ``strategy`` online on ``relatives`` (periods x assets, all > 0) at proportional cost rate ``cost``."""
-    check_cost("backtest", cost)
+def charged_cost(strategy: Strategy, cost: float | None) -> float:
+    """The rate a backtest of ``strategy`` charges: the strategy's own ``cost`` if it has one, else ``cost``.
+
+    A strategy that optimises for one rate and is charged another would be judged on a run it did not plan, so
+    an explicit ``cost`` that differs from the strategy's is refused, as is no rate at all.
+    """
+    owner = type(strategy).__name__
+    own = getattr(strategy, "cost", None)
+    if own is None:
+        if cost is None:
+            raise ValueError(f"backtest: {owner} has no cost rate of its own; pass `cost` (0.0025 = 0.25%)")
+        check_cost("backtest", cost)
+        return cost
+    if cost is not None and cost != own:
+        raise ValueError(
+            f"backtest: `cost` is {cost} but {owner} trades for its own cost rate {own}; leave `cost` out "
+            "(the strategy's rate is charged) or build the strategy for that rate"
+        )
+    return own
+
+
+def backtest(strategy: Strategy, relatives: np.ndarray, cost: float | None = None) -> Backtest:
+    """Run ``strategy`` online on ``relatives`` (periods x assets, all > 0) at proportional cost rate ``cost``,
+    by default the strategy's own (:func:`charged_cost`)."""
+    cost = charged_cost(strategy, cost)
     relatives = np.asarray(relatives, dtype=np.float64)
     if relatives.ndim != 2 or not np.all(np.isfinite(relatives)) or not np.all(relatives > 0):
         raise ValueError("backtest: `relatives` must be a (periods, assets) array of finite values > 0")
+    if relatives.shape[0] < 1 or relatives.shape[1] < 1:
+        raise ValueError(
+            f"backtest: `relatives` must hold at least one period and one asset, got shape {relatives.shape}"
+        )
     periods, assets = relatives.shape
     owner = type(strategy).__name__
     weights = np.empty_like(relatives)

@@ -107,6 +107,11 @@ class SparseTCO:
         self.seconds: list[float] = []
         self.penalty_sparse = 0
 
+    @property
+    def cost(self) -> float:
+        """The cost rate this strategy trades for, and the one :func:`~.protocol.backtest` charges it."""
+        return self.config.cost
+
     def start(self, assets: int) -> np.ndarray:
         check_k(type(self.config).__name__, self.config.k, assets)
         self._warm = None

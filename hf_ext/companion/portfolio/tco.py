@@ -77,6 +77,11 @@ class TCO:
     def __init__(self, config: TCOConfig | None = None):
         self.config = config or TCOConfig()
 
+    @property
+    def cost(self) -> float:
+        """The cost rate this strategy trades for, and the one :func:`~.protocol.backtest` charges it."""
+        return self.config.cost
+
     def start(self, assets: int) -> np.ndarray:
         return np.full(assets, 1.0 / assets)
 

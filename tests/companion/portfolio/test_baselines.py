@@ -37,7 +37,7 @@ def test_top_k_tco_keeps_the_k_largest_weights_of_tco():
     assert ((run.weights > 0).sum(axis=1) <= 2).all()
     np.testing.assert_allclose(run.weights.sum(axis=1), 1)
     with pytest.raises(ValueError, match=r"TopKTCO: `k` must be between 1 and the number of assets \(6\)"):
-        backtest(TopKTCO(TCO(), k=7), relatives, 0.0)
+        backtest(TopKTCO(TCO(), k=7), relatives)
 
 
 def test_buy_and_hold_and_the_best_crp_match_universal_portfolios_on_djia():

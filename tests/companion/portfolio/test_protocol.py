@@ -1,7 +1,19 @@
 import numpy as np
 import pytest
 
-from hf_ext.companion.portfolio import ConstantRebalanced, backtest, cost_fraction, summarize
+from hf_ext.companion.portfolio import (
+    TCO,
+    BuyAndHold,
+    ConstantRebalanced,
+    SparseTCO,
+    SparseTCOConfig,
+    TCOConfig,
+    TopKTCO,
+    backtest,
+    cost_fraction,
+    summarize,
+    synthetic_relatives,
+)
 
 
 class Scripted:
@@ -61,6 +73,41 @@ def test_a_strategy_leaving_the_simplex_is_stopped_at_its_period():
 def test_non_positive_relatives_are_refused():
     with pytest.raises(ValueError, match="`relatives` must be a \\(periods, assets\\) array of finite values > 0"):
         backtest(ConstantRebalanced(np.array([0.5, 0.5])), np.array([[1.0, 0.0]]), cost=0.0)
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        SparseTCO(SparseTCOConfig(k=2, cost=0.0025)),
+        TCO(TCOConfig(cost=0.0025)),
+        TopKTCO(TCO(TCOConfig(cost=0.0025)), 2),
+    ],
+    ids=["SparseTCO", "TCO", "TopKTCO"],
+)
+def test_a_strategy_with_its_own_cost_is_charged_that_cost(strategy):
+    relatives = synthetic_relatives(20, 4, seed=0)
+    charged = backtest(strategy, relatives)
+    assert charged.costs.sum() > 0
+    np.testing.assert_array_equal(backtest(strategy, relatives, 0.0025).wealth, charged.wealth)
+
+
+def test_a_cost_other_than_the_strategys_own_is_refused():
+    """Issue 37: a K-sparse TCO built for 0.25% was charged 5% without a word."""
+    strategy = SparseTCO(SparseTCOConfig(k=5, cost=0.0025))
+    with pytest.raises(ValueError, match=r"`cost` is 0.05 but SparseTCO trades for its own cost rate 0.0025"):
+        backtest(strategy, synthetic_relatives(10, 6), 0.05)
+
+
+def test_a_strategy_without_a_cost_needs_one():
+    with pytest.raises(ValueError, match="BuyAndHold has no cost rate of its own; pass `cost`"):
+        backtest(BuyAndHold(), np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0)])
+def test_relatives_without_a_period_or_an_asset_are_refused(shape):
+    """Issue 37: no periods raised an IndexError from inside the run."""
+    with pytest.raises(ValueError, match=rf"at least one period and one asset, got shape \({shape[0]}, {shape[1]}\)"):
+        backtest(TCO(), np.ones(shape))
 
 
 def test_metrics_of_a_known_run():

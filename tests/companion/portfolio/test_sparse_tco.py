@@ -79,7 +79,7 @@ def test_without_the_penalty_the_portfolio_is_dense_and_gets_projected():
 
 def test_k_larger_than_the_assets_is_refused_by_name():
     with pytest.raises(ValueError, match=r"SparseTCOConfig: `k` must be between 1 and the number of assets \(4\)"):
-        backtest(SparseTCO(SparseTCOConfig(k=5)), synthetic_relatives(5, 4), 0.0)
+        backtest(SparseTCO(SparseTCOConfig(k=5)), synthetic_relatives(5, 4))
 
 
 @pytest.mark.parametrize(

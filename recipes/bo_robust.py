@@ -38,6 +38,7 @@ from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 from trl import TrlParser
 
+from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
 from hf_ext.companion.bo import (
     BayesianOptimization,
@@ -46,7 +47,6 @@ from hf_ext.companion.bo import (
     regret_curves,
 )
 from hf_ext.companion.bo.adversary import PLACEMENTS
-from hf_ext.companion.bo.settings import check_and_store_settings
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results, write_rows
 

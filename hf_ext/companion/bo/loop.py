@@ -25,10 +25,11 @@ from botorch.test_functions.base import BaseTestProblem
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from hf_ext._settings import check_and_store_settings
+
 from .adversary import NoCorruption
 from .config import BayesianOptimizationConfig
 from .history import Evaluation, append_evaluation, read_history
-from .settings import check_and_store_settings
 
 VARIANTS = ("stable", "adaptive")
 

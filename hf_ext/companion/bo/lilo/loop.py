@@ -19,9 +19,10 @@ from typing import Any
 import torch
 from torch.quasirandom import SobolEngine
 
+from hf_ext._settings import check_and_store_settings
+
 from ..factories import AcquisitionFactory, ModelFactory
 from ..loop import _description
-from ..settings import check_and_store_settings
 from .backends import LLMBackend
 from .config import LILOConfig
 from .decision_makers import DecisionMaker

@@ -65,11 +65,29 @@ def gaussian_single_index(
 
 
 def direction_with_overlap(w_star: np.ndarray, overlap: float, seed: int = 0) -> np.ndarray:
-    """A unit vector ``w0`` with ``<w0, w*> = overlap`` (in [-1, 1]), uniformly random otherwise."""
+    """A unit vector ``w0`` with ``<w0, w*> = overlap`` (in [-1, 1]), uniformly random otherwise.
+
+    The random part is a fresh draw projected off ``w*``; a draw (nearly) parallel to ``w*``, as when
+    ``w*`` itself was drawn with the same seed, is replaced by the generator's next one.
+    """
     if not -1 <= overlap <= 1:
         raise ValueError(f"direction_with_overlap: `overlap` must be in [-1, 1], got {overlap}")
-    w_star = w_star / np.linalg.norm(w_star)
-    other = np.random.default_rng(seed).standard_normal(len(w_star))
-    other -= (other @ w_star) * w_star
+    w_star = np.asarray(w_star, dtype=float)
+    norm = np.linalg.norm(w_star)
+    if w_star.ndim != 1 or not np.isfinite(norm) or norm == 0:
+        raise ValueError("direction_with_overlap: `w_star` must be a finite non-zero 1-d vector")
+    w_star = w_star / norm
+    if len(w_star) == 1:
+        if abs(overlap) != 1:
+            raise ValueError(f"direction_with_overlap: in 1 dimension `overlap` must be -1 or 1, got {overlap}")
+        return overlap * w_star
+    rng = np.random.default_rng(seed)
+    while True:
+        other = rng.standard_normal(len(w_star))
+        scale = np.linalg.norm(other)
+        for _ in range(2):  # twice: one projection leaves rounding error along w* when `other` is nearly parallel
+            other -= (other @ w_star) * w_star
+        if np.linalg.norm(other) > 1e-6 * scale:
+            break
     other /= np.linalg.norm(other)
     return overlap * w_star + math.sqrt(1 - overlap**2) * other

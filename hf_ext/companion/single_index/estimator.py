@@ -170,6 +170,8 @@ class SingleIndexRegressor(RegressorMixin, BaseEstimator):
         """
         self._check_params()
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        if y.dtype.kind not in "biuf":  # y_numeric converts object arrays only; strings would fail deep in torch
+            raise ValueError(f"{type(self).__name__}: `y` must be numeric regression targets, got dtype {y.dtype}")
         n, d = X.shape
         if n < d:
             raise ValueError(

@@ -119,3 +119,9 @@ def test_non_gaussian_inputs_warn_and_gaussian_ones_do_not():
         SingleIndexRegressor(max_iter=2).fit(uniform, y)
     with pytest.warns(NonGaussianInputWarning, match=r"column 0 has mean (2\.9|3)"):
         SingleIndexRegressor(max_iter=2).fit(X + np.eye(16)[0] * 3, y)
+
+
+def test_string_targets_are_refused_by_name():
+    X = np.random.default_rng(0).standard_normal((20, 3))
+    with pytest.raises(ValueError, match="`y` must be numeric regression targets, got dtype <U3"):
+        SingleIndexRegressor(max_iter=2).fit(X, np.array(["1.0"] * 20))

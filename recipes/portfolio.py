@@ -2,7 +2,7 @@
 
     hf-ext run portfolio                                   # shipped config: 6 data sets x 4 costs x K in {3, 5, 10}
     hf-ext run portfolio datasets="djia msci" costs=0.0025 ks=5
-    hf-ext run portfolio quick=true                        # seconds: the end-to-end check
+    hf-ext run portfolio --config portfolio_quick          # seconds: the end-to-end check
     hf-ext run portfolio --accelerate-config cpu_2proc     # the runs split over two CPU processes
 
 Backtests every strategy online with exact self-financing accounting (``hf_ext.companion.portfolio``) on the
@@ -43,10 +43,10 @@ from hf_ext.companion.portfolio import (
 )
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._settings import run_config, set_per_run, shared_settings
 
 SPARSE = ("sparse_tco", "topk_tco")  # run once per K
 STRATEGIES = (*SPARSE, "tco1", "tco2", "buy_and_hold", "best_crp")
-QUICK = {"datasets": ["djia"], "costs": [0.0, 0.0025], "ks": [3], "max_periods": 80, "plot_cost": 0.0025, "plot_k": 3}
 
 
 @dataclass
@@ -55,27 +55,15 @@ class PortfolioArguments:
     strategies: list[str] = field(default_factory=lambda: list(STRATEGIES), metadata={"help": f"Any of {STRATEGIES}."})
     costs: list[float] = field(
         default_factory=lambda: [0.0, 0.001, 0.0025, 0.005],
-        metadata={"help": "Proportional transaction cost rates in [0, 1) (0.0025 = 0.25%)."},
+        metadata={"help": "Proportional transaction cost rates, each a SparseTCOConfig `cost` (0.0025 = 0.25%)."},
     )
-    ks: list[int] = field(default_factory=lambda: [3, 5, 10], metadata={"help": "Cardinalities K of the sparse ones."})
-    predictor: str = field(
-        default="window", metadata={"help": "Prediction of K-sparse and top-K TCO: 'window' (TCO2's) or 'reversal'."}
+    ks: list[int] = field(
+        default_factory=lambda: [3, 5, 10], metadata={"help": "Cardinalities K of the sparse ones, each a `k`."}
     )
-    window: int = field(default=5, metadata={"help": "Prices averaged by the 'window' predictor (TCO2's window)."})
-    eta: float = field(default=10.0, metadata={"help": "Step on the predicted relative gains (TCO's 10)."})
-    lambda_scale: float = field(default=10.0, metadata={"help": "Soft threshold lambda = lambda_scale * cost."})
-    rho: float = field(default=1.0, metadata={"help": "DC penalty weight of K-sparse TCO."})
-    step: float = field(default=1.0, metadata={"help": "PSGA proximal step alpha."})
-    psga_tol: float = field(default=1e-6, metadata={"help": "PSGA stopping tolerance on the largest weight change."})
-    psga_max_iter: int = field(default=200, metadata={"help": "PSGA iterations per period at most."})
-    admm_penalty: float = field(default=1.0, metadata={"help": "ADMM's augmented-Lagrangian penalty."})
-    admm_tol: float = field(default=1e-9, metadata={"help": "ADMM stopping tolerance on both residuals."})
-    admm_max_iter: int = field(default=1000, metadata={"help": "ADMM iterations per proximal step at most."})
     max_periods: int = field(default=0, metadata={"help": "Use only the first max_periods periods (0 = all)."})
     plot_cost: float = field(default=0.0025, metadata={"help": "Cost rate of the plotted wealth curves."})
     plot_k: int = field(default=5, metadata={"help": "K of the plotted sparse wealth curves."})
     output_dir: str = field(default="outputs/portfolio", metadata={"help": "Where the CSVs, JSON and PNG go."})
-    quick: bool = field(default=False, metadata={"help": "DJIA, 80 periods, costs 0 and 0.25%, K = 3: a check."})
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -87,29 +75,38 @@ class PortfolioArguments:
             if unknown or not chosen:
                 allowed = list(allowed)
                 raise ValueError(f"PortfolioArguments: `{name}` must be a non-empty list from {allowed}, got {chosen}")
-        if not self.costs or not all(0 <= cost < 1 for cost in self.costs):
-            raise ValueError(f"PortfolioArguments: `costs` must be rates in [0, 1), got {self.costs}")
-        if not self.ks or not all(k >= 1 for k in self.ks):
-            raise ValueError(f"PortfolioArguments: `ks` must be integers >= 1, got {self.ks}")
+        for name, values, config_field in (("costs", self.costs, "cost"), ("ks", self.ks, "k")):
+            if not values:
+                raise ValueError(f"PortfolioArguments: `{name}` must not be empty")
+            for value in values:  # checked where the strategies check it
+                try:
+                    SparseTCOConfig(**{config_field: value})
+                except ValueError as error:
+                    raise ValueError(f"PortfolioArguments: `{name}` holds {value!r}: {error}") from None
         if self.max_periods < 0:
             raise ValueError(f"PortfolioArguments: `max_periods` must be >= 0 (0 = all), got {self.max_periods}")
-        self.sparse_config(self.plot_cost, self.plot_k)  # the strategy settings, checked by their own config
-
-    def sparse_config(self, cost: float, k: int) -> SparseTCOConfig:
-        names = ("predictor", "window", "eta", "lambda_scale", "rho", "step", "psga_tol", "psga_max_iter")
-        names += ("admm_penalty", "admm_tol", "admm_max_iter")
-        return SparseTCOConfig(cost=cost, k=k, **{name: getattr(self, name) for name in names})
 
 
-def make_strategy(args: PortfolioArguments, name: str, cost: float, k: int | None, relatives: np.ndarray):
+@dataclass
+class PortfolioStrategyConfig(SparseTCOConfig):
+    """The strategies' settings, shared by every run: K-sparse TCO's, of which TCO's are a part.
+
+    ``cost`` and ``k`` are set for each run from PortfolioArguments' ``costs`` and ``ks``. ``predictor`` is
+    K-sparse and top-K TCO's; TCO1 and TCO2 are TCO with the reversal and window predictors.
+    """
+
+    cost: float = set_per_run(SparseTCOConfig, "cost", by="PortfolioArguments' `costs`")
+    k: int = set_per_run(SparseTCOConfig, "k", by="PortfolioArguments' `ks`")
+
+
+def make_strategy(config: PortfolioStrategyConfig, name: str, cost: float, k: int | None, relatives: np.ndarray):
     """The strategy ``name`` at ``cost`` (and ``k`` for the sparse ones); the best CRP is fitted on ``relatives``."""
     if name == "sparse_tco":
-        return SparseTCO(args.sparse_config(cost, k))
+        return SparseTCO(run_config(SparseTCOConfig, config, cost=cost, k=k))
     if name == "topk_tco":
-        return TopKTCO(TCO(TCOConfig(cost, args.eta, args.lambda_scale, args.predictor, args.window)), k)
+        return TopKTCO(TCO(run_config(TCOConfig, config, cost=cost)), k)
     if name in ("tco1", "tco2"):
-        predictor = "reversal" if name == "tco1" else "window"
-        return TCO(TCOConfig(cost, args.eta, args.lambda_scale, predictor, args.window))
+        return TCO(run_config(TCOConfig, config, cost=cost, predictor="reversal" if name == "tco1" else "window"))
     if name == "buy_and_hold":
         return BuyAndHold()
     return ConstantRebalanced(best_constant_rebalanced(relatives))
@@ -126,14 +123,14 @@ def jobs_of(args: PortfolioArguments) -> list[tuple[str, float, str, int | None]
     ]
 
 
-def run_one(args: PortfolioArguments, dataset: str, cost: float, name: str, k: int | None) -> dict:
+def run_one(
+    args: PortfolioArguments, config: PortfolioStrategyConfig, dataset: str, cost: float, name: str, k: int | None
+) -> dict:
     """One backtest: its key, metrics (with PSGA's iterations and time for K-sparse TCO) and wealth curve."""
     relatives = load_relatives(dataset)
     if args.max_periods:
         relatives = relatives[: args.max_periods]
-    if k is not None and k > relatives.shape[1]:
-        raise ValueError(f"PortfolioArguments: `ks` holds {k}, more than the {relatives.shape[1]} assets of {dataset}")
-    strategy = make_strategy(args, name, cost, k, relatives)
+    strategy = make_strategy(config, name, cost, k, relatives)
     started = time.perf_counter()
     run = backtest(strategy, relatives, cost)
     metrics = summarize(run) | {"seconds": time.perf_counter() - started}
@@ -155,14 +152,7 @@ def run_name(key: dict) -> str:
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((PortfolioArguments,))
-
-
-def parse_args(argv: list[str] | None) -> PortfolioArguments:
-    (args,) = parser(argv).parse_args_and_config(argv)
-    if args.quick:
-        args = PortfolioArguments(**(asdict(args) | QUICK))
-    return args
+    return TrlParser((PortfolioArguments, PortfolioStrategyConfig))
 
 
 def plot_wealth(runs: list[dict], args: PortfolioArguments, path: Path) -> None:
@@ -192,13 +182,18 @@ def write_csvs(runs: list[dict], out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
+    args, config = parser(argv).parse_args_and_config(argv)
     state = PartialState(cpu=not torch.cuda.is_available())
     jobs = jobs_of(args)
     mine = jobs[state.process_index :: state.num_processes]
-    runs = [run_one(args, *job) for job in tqdm(mine, desc=f"portfolio (process {state.process_index})", unit="run")]
+    progress = tqdm(mine, desc=f"portfolio (process {state.process_index})", unit="run")
+    runs = [run_one(args, config, *job) for job in progress]
     runs = sorted(gather_object(runs), key=lambda run: jobs.index(tuple(run["key"].values())))
-    results = {"runs": {run_name(run["key"]): run["metrics"] for run in runs}, "args": asdict(args)}
+    results = {
+        "runs": {run_name(run["key"]): run["metrics"] for run in runs},
+        "args": asdict(args),
+        "strategy": shared_settings(config),
+    }
     out = Path(args.output_dir)
     if state.is_main_process:
         write_results(out, results)

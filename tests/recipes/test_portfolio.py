@@ -3,13 +3,15 @@ import json
 
 import pytest
 
-from hf_ext.recipes import recipes_dir
-from hf_ext.recipes.portfolio import PortfolioArguments, main
+from hf_ext import cli
+from hf_ext.companion.portfolio import SparseTCOConfig
+from hf_ext.recipes import shipped_config
+from hf_ext.recipes._settings import run_config
+from hf_ext.recipes.portfolio import PortfolioArguments, PortfolioStrategyConfig, main, parser
 
 
 def _flags(tmp_path, *extra):
-    config = str(recipes_dir() / "configs" / "portfolio.yaml")
-    return ["--config", config, "--quick", "true", "--output_dir", str(tmp_path), *extra]
+    return ["--config", str(shipped_config("portfolio_quick")), "--output_dir", str(tmp_path), *extra]
 
 
 def test_quick_run_writes_metrics_wealth_curves_and_plot(tmp_path, capfd):
@@ -32,15 +34,25 @@ def test_quick_run_writes_metrics_wealth_curves_and_plot(tmp_path, capfd):
     out, err = capfd.readouterr()
     assert "djia at cost 0.0025: final wealth sparse_tco3" in out
     assert "12/12" in err  # the progress bar
+    assert results["strategy"] == {name: getattr(SparseTCOConfig(), name) for name in results["strategy"]}
+    assert not {"cost", "k"} & results["strategy"].keys()
+
+
+def test_a_setting_given_with_the_quick_config_wins_over_it(tmp_path):
+    args, config = parser().parse_args_and_config(_flags(tmp_path, "--ks", "2", "4", "--rho", "3.0"))
+    assert args.ks == [2, 4] and args.max_periods == 80 and config.rho == 3.0
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"datasets": ["ftse"]}, r"`datasets` must be a non-empty list from \['djia'"),
-        ({"costs": [-0.001]}, r"`costs` must be rates in \[0, 1\)"),
-        ({"ks": [0]}, "`ks` must be integers >= 1"),
-        ({"rho": -1.0}, "SparseTCOConfig: `rho` must be >= 0"),
+        (
+            {"costs": [-0.001]},
+            r"PortfolioArguments: `costs` holds -0.001: SparseTCOConfig: `cost` must be a rate in \[0, 1\)",
+        ),
+        ({"ks": [0]}, "PortfolioArguments: `ks` holds 0: SparseTCOConfig: `k` must be an integer >= 1, got 0"),
+        ({"ks": []}, "PortfolioArguments: `ks` must not be empty"),
     ],
 )
 def test_bad_arguments_name_the_field(kwargs, message):
@@ -48,14 +60,28 @@ def test_bad_arguments_name_the_field(kwargs, message):
         PortfolioArguments(**kwargs)
 
 
-def test_k_above_the_assets_of_a_data_set_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="`ks` holds 31, more than the 30 assets of djia"):
+def test_the_strategy_settings_are_sparse_tcos_own_checked_by_it():
+    with pytest.raises(ValueError, match="PortfolioStrategyConfig: `rho` must be >= 0"):
+        PortfolioStrategyConfig(rho=-1.0)
+    config = run_config(SparseTCOConfig, PortfolioStrategyConfig(rho=2.0), cost=0.001, k=4)
+    assert (config.cost, config.k, config.rho) == (0.001, 4, 2.0)
+
+
+def test_the_swept_fields_are_settings_only_as_their_lists():
+    """Issue 38: the recipe copied SparseTCOConfig's fields; `cost` and `k` are now set only by `costs` and `ks`."""
+    settings = cli.recipe_help("portfolio", None, [])
+    assert "\n  costs: list[float]" in settings and "\n  rho: float = 1.0" in settings
+    assert "\n  cost:" not in settings and "\n  k:" not in settings
+
+
+def test_k_above_the_assets_of_a_data_set_is_refused_by_the_strategy(tmp_path):
+    with pytest.raises(ValueError, match=r"TopKTCO: `k` must be between 1 and the number of assets \(30\), got 31"):
         main(["--datasets", "djia", "--strategies", "topk_tco", "--ks", "31", "--output_dir", str(tmp_path)])
 
 
 @pytest.mark.slow
 def test_two_processes_split_the_runs_and_write_them_all(run_on_two_processes, tmp_path):
-    out = run_on_two_processes("portfolio", ["quick=true"])
+    out = run_on_two_processes("portfolio", ["--config", "portfolio_quick"])
     assert "djia at cost 0.0025: final wealth" in out
     with (tmp_path / "metrics.csv").open() as handle:
         assert len(list(csv.DictReader(handle))) == 12

@@ -2,21 +2,22 @@
 
     hf-ext run bo_robust                                      # shipped config, ~15 min on 2 CPU cores
     hf-ext run bo_robust methods="rcgp_ucb_stable gp_ucb" objectives=branin seeds="0 1 2 3 4"
-    hf-ext run bo_robust quick=true                           # seconds: the end-to-end check
+    hf-ext run bo_robust --config bo_robust_quick             # seconds: the end-to-end check
 
-Runs every method x objective x corruption x seed for ``rounds`` evaluations (Sobol initial
-design included). A corruption setting is ``none``, or a magnitude (``1e6``, ``inf``): an
-adversary then corrupts ``floor(rounds ** exponent)`` rounds (placed at random, or at new
-incumbents with ``placement=best``) by that magnitude. Regret is measured on the true objective.
-Every run appends its evaluations to ``histories/<objective>/<corruption>/<method>/seed_<s>.jsonl``
-as they happen and a rerun resumes from them, but only under the same settings: ``settings.json``
-in ``output_dir`` holds the arguments that decide a run's evaluations (and each history has its
-own), and a rerun with others is refused before any work. ``methods``, ``objectives``,
-``corruptions`` and ``seeds`` only choose which runs are made, so they may change between reruns
-(add a seed to a finished study). Writes ``regret.csv`` (one row per round), ``results.json`` (final
-cumulative regret per setting, mean and standard deviation over seeds, the ratios the method is
-judged by, and how many gpytorch/BoTorch warnings each run raised: they are counted, not shown)
-and ``regret.png`` (cumulative regret, mean +- one standard deviation) to ``output_dir``.
+Runs every method x objective x corruption x seed for ``rounds`` evaluations (Sobol initial design
+included); the loop's settings are ``BayesianOptimizationConfig``'s own, the method setting each run's
+model and acquisition and the seed its seed. A corruption setting is ``none``, or a magnitude (``1e6``,
+``inf``): an adversary then corrupts ``floor(rounds ** exponent)`` rounds (placed at random, or at new
+incumbents with ``placement=best``) by that magnitude. Regret is measured on the true objective. Every
+run appends its evaluations to ``histories/<objective>/<corruption>/<method>/seed_<s>.jsonl`` as they
+happen and a rerun resumes from them, but only under the same settings: ``settings.json`` in
+``output_dir`` holds the arguments that decide a run's evaluations (and each history has its own), and a
+rerun with others is refused before any work. ``methods``, ``objectives``, ``corruptions`` and ``seeds``
+only choose which runs are made, so they may change between reruns (add a seed to a finished study).
+Writes ``regret.csv`` (one row per round), ``results.json`` (final cumulative regret per setting, mean
+and standard deviation over seeds, the ratios the method is judged by, and how many gpytorch/BoTorch
+warnings each run raised: they are counted, not shown) and ``regret.png`` (cumulative regret, mean +-
+one standard deviation) to ``output_dir``.
 """
 
 import math
@@ -49,14 +50,15 @@ from hf_ext.companion.bo import (
 from hf_ext.companion.bo.adversary import PLACEMENTS
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._settings import run_config, set_per_run, shared_settings
 
-# method name -> BayesianOptimizationConfig fields (c=True: the configured fixed threshold)
+# method name -> the BayesianOptimizationConfig fields it sets (the stable RCGPs keep the configured `c`)
 METHODS = {
     "gp_ucb": {"model": "gp", "acquisition": "ucb"},
-    "rcgp_ucb_stable": {"model": "rcgp", "acquisition": "ucb", "c": True},
+    "rcgp_ucb_stable": {"model": "rcgp", "acquisition": "ucb"},
     "rcgp_ucb_adaptive": {"model": "rcgp", "acquisition": "ucb", "c": None},
     "gp_ts": {"model": "gp", "acquisition": "ts"},
-    "rcgp_ts": {"model": "rcgp", "acquisition": "ts", "c": True},
+    "rcgp_ts": {"model": "rcgp", "acquisition": "ts"},
     "relevance_pursuit_ucb": {"model": "relevance_pursuit", "acquisition": "ucb"},
 }
 OBJECTIVES = {
@@ -64,7 +66,6 @@ OBJECTIVES = {
     "hartmann6": lambda: Hartmann(dim=6, negate=True),
     "ackley5": lambda: Ackley(dim=5, negate=True),
 }
-QUICK = {"objectives": ["branin"], "seeds": [0], "rounds": 10, "raw_samples": 32, "num_restarts": 2}
 # Arguments that choose which runs are made or how their results are summarised, not what a run evaluates:
 # they may change between reruns into the same output_dir (every other argument must not).
 NOT_RUN_SETTINGS = (
@@ -75,7 +76,6 @@ NOT_RUN_SETTINGS = (
     "lenient_tolerance",
     "workers",
     "output_dir",
-    "quick",
 )
 # Warnings of the model-fitting stack (ill-conditioned kernels, jitter, restarts that did not converge): one
 # per fit would bury the output, so each run counts them by category into results.json instead.
@@ -99,16 +99,9 @@ class BORobustArguments:
     exponent: float = field(default=0.25, metadata={"help": "The adversary corrupts floor(T ** exponent) rounds."})
     placement: str = field(default="random", metadata={"help": f"Where corruptions go, one of {list(PLACEMENTS)}."})
     direction: int = field(default=1, metadata={"help": "+1 adds the magnitude (a fake optimum), -1 subtracts it."})
-    c: float = field(default=2.0, metadata={"help": "RCGP's fixed soft threshold (stable variant, standardised)."})
-    epsilon: float = field(default=0.05, metadata={"help": "Adaptive threshold: the 1 - epsilon residual quantile."})
-    beta_scale: float = field(default=0.2, metadata={"help": "Multiplier of GP-UCB's theoretical beta_t."})
     lenient_tolerance: float = field(default=0.1, metadata={"help": "Lenient regret counts gaps above this."})
-    num_restarts: int = field(default=4, metadata={"help": "optimize_acqf restarts."})
-    raw_samples: int = field(default=256, metadata={"help": "optimize_acqf raw samples."})
-    ts_candidates: int = field(default=1000, metadata={"help": "Random candidates for Thompson sampling."})
     workers: int = field(default=2, metadata={"help": "Runs in parallel (processes, one thread each)."})
     output_dir: str = field(default="outputs/bo_robust", metadata={"help": "Where the CSV, JSON and PNG go."})
-    quick: bool = field(default=False, metadata={"help": "One objective, one seed, 10 rounds: an end-to-end check."})
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -123,6 +116,16 @@ class BORobustArguments:
             raise ValueError(f"`placement` must be one of {list(PLACEMENTS)}, got {self.placement!r}")
         if not self.seeds or self.rounds < 2:
             raise ValueError(f"`seeds` must not be empty and `rounds` must be >= 2, got {self.seeds}, {self.rounds}")
+
+
+@dataclass
+class BORobustLoopConfig(BayesianOptimizationConfig):
+    """The BO loop's settings shared by every run; each run's method sets ``model`` and ``acquisition`` (and
+    ``c=None`` for the adaptive RCGP), and its seed ``seed``."""
+
+    model: str = set_per_run(BayesianOptimizationConfig, "model", by="BORobustArguments' `methods`")
+    acquisition: str = set_per_run(BayesianOptimizationConfig, "acquisition", by="BORobustArguments' `methods`")
+    seed: int = set_per_run(BayesianOptimizationConfig, "seed", by="BORobustArguments' `seeds`")
 
 
 def objective_and_optimum(name: str):
@@ -140,6 +143,7 @@ def _magnitude(corruption: str) -> float:
 
 def run_one(
     args: BORobustArguments,
+    loop_config: BORobustLoopConfig,
     objective_name: str,
     corruption: str,
     method: str,
@@ -156,18 +160,7 @@ def run_one(
         adversary = FrequencyLimitedAdversary(
             args.rounds, _magnitude(corruption), args.exponent, args.placement, args.direction, seed=seed
         )
-    settings = dict(METHODS[method])
-    if settings.get("c") is True:
-        settings["c"] = args.c
-    config = BayesianOptimizationConfig(
-        **settings,
-        epsilon=args.epsilon,
-        beta_scale=args.beta_scale,
-        seed=seed,
-        num_restarts=args.num_restarts,
-        raw_samples=args.raw_samples,
-        ts_candidates=args.ts_candidates,
-    )
+    config = run_config(BayesianOptimizationConfig, loop_config, seed=seed, **METHODS[method])
     history_file = Path(args.output_dir) / "histories" / objective_name / corruption / method / f"seed_{seed}.jsonl"
     loop = BayesianOptimization(objective, objective.bounds, config, adversary=adversary, history_file=history_file)
     report_rounds = report_rounds or (lambda rounds: None)
@@ -252,22 +245,16 @@ def plot_regret(rows: list[dict], args: BORobustArguments, path: Path) -> Figure
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((BORobustArguments,))
+    return TrlParser((BORobustArguments, BORobustLoopConfig))
 
 
-def parse_args(argv: list[str] | None) -> BORobustArguments:
-    (args,) = parser(argv).parse_args_and_config(argv)
-    if args.quick:
-        args = BORobustArguments(**(asdict(args) | QUICK))
-    return args
-
-
-def check_resumable(args: BORobustArguments) -> None:
+def check_resumable(args: BORobustArguments, loop_config: BORobustLoopConfig) -> None:
     """Refuse to resume the runs in ``output_dir`` under other settings (see the module docstring); store them."""
     out = Path(args.output_dir)
+    run_settings = {name: value for name, value in asdict(args).items() if name not in NOT_RUN_SETTINGS}
     check_and_store_settings(
         out / "settings.json",
-        {name: value for name, value in asdict(args).items() if name not in NOT_RUN_SETTINGS},
+        run_settings | shared_settings(loop_config),
         resuming=any((out / "histories").rglob("*.jsonl")),
         run=f"the BO runs in {out}",
         start_fresh=f"pass another output_dir, or delete {out}",
@@ -317,10 +304,10 @@ def count_warnings(runs: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
-    check_resumable(args)
+    args, loop_config = parser(argv).parse_args_and_config(argv)
+    check_resumable(args, loop_config)
     jobs = [
-        (args, objective, corruption, method, seed)
+        (args, loop_config, objective, corruption, method, seed)
         for objective in args.objectives
         for corruption in args.corruptions
         for method in args.methods
@@ -331,7 +318,12 @@ def main(argv: list[str] | None = None) -> dict:
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_rows(out / "regret.csv", rows)
-    results = {"summary": summarize(rows, args), "args": asdict(args), "warnings": count_warnings(runs)}
+    results = {
+        "summary": summarize(rows, args),
+        "args": asdict(args),
+        "loop": shared_settings(loop_config),
+        "warnings": count_warnings(runs),
+    }
     write_results(out, results)
     plot_regret(rows, args, out / "regret.png")
     for objective in args.objectives:

@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import json
 import math
 import re
@@ -6,13 +7,13 @@ import re
 import pytest
 import torch
 
-from hf_ext.recipes import recipes_dir
-from hf_ext.recipes.bo_robust import OBJECTIVES, BORobustArguments, main, objective_and_optimum
+from hf_ext.companion.bo import BayesianOptimizationConfig
+from hf_ext.recipes import shipped_config
+from hf_ext.recipes.bo_robust import OBJECTIVES, BORobustArguments, BORobustLoopConfig, main, objective_and_optimum
 
 
 def _flags(tmp_path, *extra):
-    config = str(recipes_dir() / "configs" / "bo_robust.yaml")
-    return ["--config", config, "--quick", "true", "--output_dir", str(tmp_path), *extra]
+    return ["--config", str(shipped_config("bo_robust_quick")), "--output_dir", str(tmp_path), *extra]
 
 
 def test_quick_run_writes_csv_json_png_and_histories(tmp_path, capfd):
@@ -67,6 +68,15 @@ def test_a_rerun_resumes_from_the_histories(tmp_path):
 def test_bad_arguments_name_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
         BORobustArguments(**kwargs)
+
+
+def test_the_loop_settings_are_the_configs_own_less_what_each_run_sets():
+    """Issue 38: the recipe copied six BayesianOptimizationConfig fields; it now parses the config itself."""
+    settings = {field.name for field in dataclasses.fields(BORobustLoopConfig) if field.init}
+    library = {field.name for field in dataclasses.fields(BayesianOptimizationConfig)}
+    assert library - settings == {"model", "acquisition", "seed"}
+    with pytest.raises(ValueError, match="BORobustLoopConfig: `epsilon` must be in \\(0, 1\\), got 1.5"):
+        BORobustLoopConfig(epsilon=1.5)
 
 
 def test_model_warnings_are_counted_not_shown_and_progress_spans_the_workers(tmp_path, capfd):

@@ -21,7 +21,7 @@ def test_variants_start_from_the_same_weights(tmp_path):
         assert all(torch.equal(tensor, models[variant][name]) for name, tensor in plain.items())
     small = models["small_kernel"]
     differing = {name for name, tensor in plain.items() if tensor.shape != small[name].shape}
-    assert differing == {"stages.0.blocks.0.mixer.conv.weight"}  # quick kernels: 5 in stage 0, 3 elsewhere
+    assert differing == {"rep3d.stages.0.blocks.0.mixer.conv.weight"}  # quick kernels: 5 in stage 0, 3 elsewhere
     assert all(torch.equal(tensor, small[name]) for name, tensor in plain.items() if name not in differing)
     assert not torch.equal(build_model(args, "no_mask", seed=2).state_dict()["head.2.weight"], plain["head.2.weight"])
 

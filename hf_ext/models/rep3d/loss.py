@@ -18,6 +18,8 @@ def dice_ce_loss(logits: torch.Tensor, labels: torch.Tensor, dice_weight: float 
 
     ``logits``: (batch, classes, D, H, W); ``labels``: (batch, D, H, W) class indices. The Dice term
     pools the whole batch per class, so a class absent from one volume does not score 0 there.
+    Our own: MONAI's ``DiceCELoss(to_onehot_y=True, softmax=True, batch=True, lambda_dice=dice_weight)``
+    gives the same loss (tested), but would make MONAI a dependency of ``hf_ext.models`` for ten lines.
     """
     cross_entropy = F.cross_entropy(logits, labels)
     if dice_weight == 0:
@@ -32,7 +34,11 @@ def dice_ce_loss(logits: torch.Tensor, labels: torch.Tensor, dice_weight: float 
 
 
 def dice_per_class(predictions: torch.Tensor, labels: torch.Tensor, num_labels: int) -> torch.Tensor:
-    """Hard Dice ``2|P∩T| / (|P| + |T|)`` of each class over all voxels given; NaN for a class in neither."""
+    """Hard Dice ``2|P∩T| / (|P| + |T|)`` of each class over all voxels given; NaN for a class in neither.
+
+    Our own: torchmetrics' ``dice_score(..., average="none", input_format="index", aggregation_level="global")``
+    gives the same scores (tested), but would make torchmetrics a dependency of ``hf_ext.models`` for six lines.
+    """
     check_labels(labels, num_labels)
     predictions, labels = predictions.reshape(-1), labels.reshape(-1)
     intersection = torch.bincount(labels[predictions == labels], minlength=num_labels).double()

@@ -1,10 +1,9 @@
-import math
-
 import pytest
 import torch
-from torch.nn import functional as F
+from safetensors.torch import load_file, save_file
+from transformers import AutoConfig, AutoModel, AutoModelForSemanticSegmentation
 
-from hf_ext.models.rep3d import Rep3DConfig, Rep3DConv, Rep3DForSegmentation, dice_ce_loss, dice_per_class
+from hf_ext.models.rep3d import Rep3DConfig, Rep3DConv, Rep3DForSegmentation, Rep3DModel, dice_ce_loss
 
 TINY = {"hidden_sizes": [4, 8], "depths": [1, 1], "kernel_sizes": [5, 3], "decoder_hidden_size": 8, "num_labels": 3}
 
@@ -12,6 +11,14 @@ TINY = {"hidden_sizes": [4, 8], "depths": [1, 1], "kernel_sizes": [5, 3], "decod
 def _model(seed=0, **overrides) -> Rep3DForSegmentation:
     torch.manual_seed(seed)
     return Rep3DForSegmentation(Rep3DConfig(**TINY | overrides)).eval()
+
+
+def _trained_looking(model: Rep3DForSegmentation) -> Rep3DForSegmentation:
+    """Every tensor moved off its initialisation, so that a weight that fails to load shows in the outputs."""
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.01)
+    return model
 
 
 def _batch(size=(8, 8, 8), batch=2, num_labels=3, seed=0):
@@ -42,26 +49,6 @@ def test_every_large_kernel_is_a_rep3d_conv_with_the_configured_mask():
     assert all(c.mask_mode == "prior" for c in convs)
 
 
-def test_dice_ce_loss_by_hand():
-    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]]).T.reshape(1, 2, 3, 1, 1)
-    labels = torch.tensor([0, 1, 1]).reshape(1, 3, 1, 1)
-    p = logits.softmax(1).reshape(2, 3)
-    cross_entropy = -(p[0, 0].log() + p[1, 1].log() + p[1, 2].log()) / 3
-    dice_background = 2 * p[0, 0] / (p[0].sum() + 1)
-    dice_class = 2 * (p[1, 1] + p[1, 2]) / (p[1].sum() + 2)
-    expected = cross_entropy + 0.5 * (1 - (dice_background + dice_class) / 2)
-    torch.testing.assert_close(dice_ce_loss(logits, labels, dice_weight=0.5), expected, rtol=1e-5, atol=1e-6)
-
-
-def test_dice_per_class_by_hand():
-    predictions = torch.tensor([0, 0, 1, 1, 2, 0])
-    labels = torch.tensor([0, 1, 1, 1, 0, 0])
-    dice = dice_per_class(predictions, labels, 4)
-    # class 0: |P∩T| = 2 (positions 0, 5), |P| = 3, |T| = 3; class 1: 2, 2, 3; class 2: 0, 1, 0; class 3: absent
-    torch.testing.assert_close(dice[:3], torch.tensor([4 / 6, 4 / 5, 0.0], dtype=torch.float64))
-    assert math.isnan(dice[3])
-
-
 def test_deployed_model_gives_the_same_logits_and_saves_as_plain_convolutions(tmp_path):
     model = _model()
     with torch.no_grad():  # a trained-looking modulation net, so that the mask is not the prior
@@ -79,10 +66,7 @@ def test_deployed_model_gives_the_same_logits_and_saves_as_plain_convolutions(tm
 
 @pytest.mark.parametrize("mask_mode", ["learned", "prior", "none"])
 def test_save_and_load_round_trip(tmp_path, mask_mode):
-    model = _model(mask_mode=mask_mode)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.01)  # every tensor differs from a fresh initialisation
+    model = _trained_looking(_model(mask_mode=mask_mode))
     pixel_values, labels = _batch()
     model.save_pretrained(tmp_path)
     reloaded = Rep3DForSegmentation.from_pretrained(tmp_path).eval()
@@ -151,6 +135,93 @@ def test_wrong_input_shapes_are_refused():
         _model()(pixel_values, labels[:, :4])
 
 
-def test_cross_entropy_part_matches_torch():
-    logits, labels = torch.randn(2, 3, 4, 4, 4), torch.randint(3, (2, 4, 4, 4))
-    torch.testing.assert_close(dice_ce_loss(logits, labels, dice_weight=0.0), F.cross_entropy(logits, labels))
+def test_return_dict_false_returns_a_tuple_loss_first():
+    model = _model()
+    pixel_values, labels = _batch()
+    out = model(pixel_values, labels)
+    loss, logits = model(pixel_values, labels, return_dict=False)
+    torch.testing.assert_close(loss, out.loss)
+    torch.testing.assert_close(logits, out.logits)
+    (last_hidden_state,) = model.rep3d(pixel_values, return_dict=False)
+    assert last_hidden_state.shape == (2, 8, 2, 2, 2)
+
+
+def test_config_return_dict_false_makes_every_forward_return_a_tuple():
+    model = _model(return_dict=False)
+    pixel_values, labels = _batch()
+    assert isinstance(model(pixel_values, labels), tuple) and isinstance(model.rep3d(pixel_values), tuple)
+    assert model(pixel_values, labels, return_dict=True).loss is not None  # the argument wins over the config
+
+
+def test_hidden_states_are_each_encoder_stage_output():
+    model = _model()
+    pixel_values, _ = _batch(size=(8, 12, 8))
+    out = model(pixel_values, output_hidden_states=True)
+    assert [tuple(h.shape) for h in out.hidden_states] == [(2, 4, 4, 6, 4), (2, 8, 2, 3, 2)]
+    encoder = model.rep3d(pixel_values, output_hidden_states=True)
+    torch.testing.assert_close(out.hidden_states[-1], encoder.last_hidden_state)
+    assert model(pixel_values).hidden_states is None and encoder.hidden_states is not None
+    assert len(_model(output_hidden_states=True)(pixel_values).hidden_states) == 2  # config.output_hidden_states
+
+
+def test_unknown_forward_arguments_are_refused():
+    pixel_values, labels = _batch()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'label'"):
+        _model()(pixel_values, label=labels)  # a typo must not train without a loss
+
+
+def test_the_encoder_is_the_base_model_under_base_model_prefix():
+    model = _model()
+    assert isinstance(model.base_model, Rep3DModel) and model.base_model is model.rep3d
+    assert all(name.startswith(("rep3d.stages.", "laterals.", "head.")) for name in model.state_dict())
+
+
+def test_auto_classes_build_and_reload_rep3d(tmp_path):
+    config = AutoConfig.for_model("rep3d", **TINY)
+    assert isinstance(config, Rep3DConfig)
+    assert isinstance(AutoModel.from_config(config), Rep3DModel)
+    torch.manual_seed(0)
+    model = _trained_looking(AutoModelForSemanticSegmentation.from_config(config)).eval()
+    assert isinstance(model, Rep3DForSegmentation)
+    model.save_pretrained(tmp_path)
+    pixel_values, _ = _batch()
+    reloaded = AutoModelForSemanticSegmentation.from_pretrained(tmp_path).eval()
+    torch.testing.assert_close(reloaded(pixel_values).logits, model(pixel_values).logits)
+    assert isinstance(AutoConfig.from_pretrained(tmp_path), Rep3DConfig)
+    encoder = AutoModel.from_pretrained(tmp_path).eval()  # the encoder of the segmentation checkpoint
+    assert isinstance(encoder, Rep3DModel)
+    torch.testing.assert_close(encoder(pixel_values).last_hidden_state, model.rep3d(pixel_values).last_hidden_state)
+
+
+def test_a_checkpoint_saved_before_the_encoder_split_still_loads(tmp_path):
+    """Checkpoints written before ``Rep3DModel`` existed hold the encoder as ``stages.*``, without ``rep3d.``."""
+    model = _trained_looking(_model())
+    model.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    save_file({k.removeprefix("rep3d."): v for k, v in weights.items()}, tmp_path / "model.safetensors")
+    assert "stages.0.blocks.0.mixer.conv.weight" in load_file(tmp_path / "model.safetensors")
+    reloaded, info = Rep3DForSegmentation.from_pretrained(tmp_path, output_loading_info=True)
+    assert not any(info.values()), info
+    pixel_values, _ = _batch()
+    torch.testing.assert_close(reloaded.eval()(pixel_values).logits, model(pixel_values).logits)
+
+
+def _loss_and_gradients(model, pixel_values, labels):
+    model.zero_grad()
+    loss = model(pixel_values, labels).loss
+    loss.backward()
+    return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
+def test_activation_checkpointing_recomputes_the_blocks_with_the_same_loss_and_gradients():
+    model = _model().train()
+    pixel_values, labels = _batch()
+    loss, gradients = _loss_and_gradients(model, pixel_values, labels)
+    model.activation_checkpointing_enable()
+    calls = []
+    model.rep3d.stages[0].blocks[0].mixer.register_forward_hook(lambda *_: calls.append(torch.is_grad_enabled()))
+    checkpointed_loss, checkpointed_gradients = _loss_and_gradients(model, pixel_values, labels)
+    assert len(calls) == 2  # the forward pass and its recomputation in the backward pass
+    torch.testing.assert_close(checkpointed_loss, loss, rtol=0, atol=0)
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(checkpointed_gradients[name], gradient, rtol=1e-6, atol=1e-7, msg=name)

@@ -33,12 +33,39 @@ def test_the_stock_trainer_trains_the_kernels_and_the_modulation_net(training_ar
     result = trainer.train()
     assert math.isfinite(result.training_loss)
     changed = {name for name, p in trainer.model.named_parameters() if not torch.equal(p, before[name])}
-    assert "stages.0.blocks.0.mixer.conv.weight" in changed
-    assert "stages.0.blocks.0.mixer.modulation.out.weight" in changed
+    assert "rep3d.stages.0.blocks.0.mixer.conv.weight" in changed
+    assert "rep3d.stages.0.blocks.0.mixer.modulation.out.weight" in changed
     metrics = trainer.evaluate()
     assert {"eval_dice_background", "eval_dice_liver", "eval_dice_kidney", "eval_dice_lesion"} <= metrics.keys()
     assert 0 <= metrics["eval_mean_dice"] <= 1 and 0 < metrics["eval_dice_background"] <= 1
     assert math.isfinite(metrics["eval_loss"])
+
+
+def test_gradient_accumulation_matches_one_larger_batch(training_args):
+    """The loss is a batch mean: the Trainer must divide it by the accumulation steps, not expect it normalised by
+    ``num_items_in_batch`` (which it did while ``forward`` took ``**kwargs``: gradients 2x too large here)."""
+    trained = {}
+    for batch, steps in ((2, 1), (1, 2)):
+        trainer = _trainer(
+            training_args,
+            max_steps=1,
+            optim="sgd",
+            learning_rate=0.1,
+            max_grad_norm=0.0,  # clipping would hide a scaled gradient
+            per_device_train_batch_size=batch,
+            gradient_accumulation_steps=steps,
+        )
+        trainer.model.config.dice_weight = 0.0  # cross-entropy: a mean over equally sized volumes
+        trainer.train()
+        trained[steps] = trainer.model.state_dict()
+    for name, tensor in trained[1].items():
+        torch.testing.assert_close(trained[2][name], tensor, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_the_trainer_trains_with_activation_checkpointing(training_args):
+    trainer = _trainer(training_args, max_steps=2, activation_checkpointing=True)
+    result = trainer.train()
+    assert trainer.model.is_activation_checkpointing and math.isfinite(result.training_loss)
 
 
 def test_dice_metrics_average_the_foreground_and_skip_absent_classes():
@@ -67,5 +94,6 @@ def test_two_cpu_processes_keep_identical_replicas(tmp_path, torchrun_two_proces
     rank0, rank1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
     assert rank0["num_processes"] == 2
     assert 0 <= rank0["metrics"]["eval_mean_dice"] <= 1 and rank0["metrics"] == rank1["metrics"]
-    assert not torch.equal(rank0["params"]["stages.0.blocks.0.mixer.modulation.out.weight"], torch.zeros(4, 8, 3, 3, 3))
+    modulation = rank0["params"]["rep3d.stages.0.blocks.0.mixer.modulation.out.weight"]
+    assert not torch.equal(modulation, torch.zeros(4, 8, 3, 3, 3))
     assert all(torch.equal(p, rank1["params"][n]) for n, p in rank0["params"].items())

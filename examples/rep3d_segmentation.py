@@ -8,7 +8,7 @@ organ volumes; for a real run see `recipes/rep3d.py` (80 steps, 3 seeds, 4 varia
 """
 
 import torch
-from transformers import Trainer, TrainingArguments
+from transformers import AutoModelForSemanticSegmentation, Trainer, TrainingArguments
 
 from hf_ext.data import volume_segmentation
 from hf_ext.data.volumes import class_names
@@ -44,3 +44,5 @@ with torch.no_grad():
     after = model(pixel_values=volume).logits
 model.save_pretrained("outputs/rep3d_example/deployed")  # reloads as plain depthwise convolutions
 print(f"deployed: max |logit change| {(after - before).abs().max():.2e}")
+reloaded = AutoModelForSemanticSegmentation.from_pretrained("outputs/rep3d_example/deployed")  # "rep3d" is registered
+print(type(reloaded).__name__, [tuple(h.shape) for h in reloaded(volume, output_hidden_states=True).hidden_states])

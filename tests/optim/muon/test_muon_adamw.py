@@ -1,21 +1,103 @@
+import copy
+import pickle
+
+import pytest
 import torch
 from torch import nn
 
 from hf_ext.optim import MuonWithAdamW
 
 
-def test_hidden_matrices_go_to_muon_and_the_rest_to_adamw():
+def _model():
     torch.manual_seed(0)
-    mlp = nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 6), nn.Linear(6, 3))
+    return nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 6), nn.Linear(6, 3))
+
+
+def _closure(model, optimizer):
+    def closure():
+        optimizer.zero_grad()
+        loss = model(torch.tensor([1, 2])).square().sum()
+        loss.backward()
+        return loss
+
+    return closure
+
+
+def _steps(model, optimizer, n):
+    for _ in range(n):
+        optimizer.step(_closure(model, optimizer))
+
+
+def test_hidden_matrices_go_to_muon_and_the_rest_to_adamw():
+    mlp = _model()
     optimizer = MuonWithAdamW(mlp, lr=0.01)
     muon, adamw = optimizer.optimizers
     assert isinstance(muon, torch.optim.Muon) and isinstance(adamw, torch.optim.AdamW)
     assert [tuple(p.shape) for p in muon.param_groups[0]["params"]] == [(6, 4), (3, 6)]
     assert {tuple(p.shape) for p in adamw.param_groups[0]["params"]} == {(10, 4), (6,), (3,)}
-    assert optimizer.param_groups == muon.param_groups + adamw.param_groups  # one scheduler drives both
+    assert [g["use_muon"] for g in optimizer.param_groups] == [True, False]
+    assert all(a is b for a, b in zip(optimizer.param_groups, muon.param_groups + adamw.param_groups, strict=True))
     before = [p.detach().clone() for p in mlp.parameters()]
-    mlp(torch.tensor([1, 2])).sum().backward()
-    optimizer.step()
+    _steps(mlp, optimizer, 1)
     optimizer.zero_grad()
     assert all(not torch.equal(a, b) for a, b in zip(before, mlp.parameters(), strict=True))
     assert all(p.grad is None for p in mlp.parameters())
+
+
+def test_state_dict_holds_both_inner_optimizers_state():
+    mlp = _model()
+    optimizer = MuonWithAdamW(mlp, lr=0.01)
+    _steps(mlp, optimizer, 1)
+    state = optimizer.state_dict()["state"]
+    assert len(state) == 5  # 2 Muon matrices + 3 AdamW tensors (it saved none before)
+    assert sorted(state[0]) == ["momentum_buffer"] and sorted(state[2]) == ["exp_avg", "exp_avg_sq", "step"]
+
+
+def test_after_load_state_dict_a_scheduler_still_reaches_the_inner_optimizers():
+    mlp = _model()
+    optimizer = MuonWithAdamW(mlp, lr=0.01)
+    _steps(mlp, optimizer, 1)
+    optimizer.load_state_dict(copy.deepcopy(optimizer.state_dict()))
+    torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.0)  # sets every group's lr to 0
+    assert all(group["lr"] == 0.0 for inner in optimizer.optimizers for group in inner.param_groups)
+    before = [p.detach().clone() for p in mlp.parameters()]
+    _steps(mlp, optimizer, 1)
+    assert all(torch.equal(a, b) for a, b in zip(before, mlp.parameters(), strict=True))
+
+
+def test_step_calls_the_closure_and_returns_its_loss():
+    mlp = _model()
+    optimizer = MuonWithAdamW(mlp, lr=0.01)
+    closure = _closure(mlp, optimizer)
+    loss = optimizer.step(closure)
+    assert isinstance(loss, torch.Tensor) and loss.item() > 0
+
+
+@pytest.mark.parametrize("copier", [copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))], ids=["deepcopy", "pickle"])
+def test_a_copy_keeps_its_inner_optimizers_and_steps_identically(copier):
+    mlp = _model()
+    optimizer = MuonWithAdamW(mlp, lr=0.01)
+    _steps(mlp, optimizer, 2)
+    mlp_copy, optimizer_copy = copier((mlp, optimizer))
+    assert len(optimizer_copy.optimizers) == 2
+    assert optimizer_copy.optimizers[0].param_groups[0] is optimizer_copy.param_groups[0]
+    assert optimizer_copy.optimizers[1].state is optimizer_copy.state
+    _steps(mlp, optimizer, 1)
+    _steps(mlp_copy, optimizer_copy, 1)
+    for a, b in zip(mlp.parameters(), mlp_copy.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_an_added_group_says_where_it_goes():
+    mlp = _model()
+    optimizer = MuonWithAdamW(mlp, lr=0.01)
+    extra = nn.Parameter(torch.ones(3, 3))
+    with pytest.raises(ValueError, match="must set `use_muon` to True .* or False"):
+        optimizer.add_param_group({"params": [extra]})
+    with pytest.raises(ValueError, match=r"2-D parameters only, got shapes \[\(3,\)\]"):
+        optimizer.add_param_group({"params": [nn.Parameter(torch.ones(3))], "use_muon": True})
+    with pytest.raises(ValueError, match="`lr` must be >= 0, got -1.0"):
+        optimizer.add_param_group({"params": [extra], "use_muon": True, "lr": -1.0})
+    optimizer.add_param_group({"params": [extra], "use_muon": True, "lr": 0.5})
+    assert optimizer.optimizers[0].param_groups[-1] is optimizer.param_groups[-1]
+    assert optimizer.param_groups[-1]["lr"] == 0.5

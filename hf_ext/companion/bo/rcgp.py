@@ -13,14 +13,27 @@ residual) and ``A = I + S K S`` (``K_w^-1 = S A^-1 S``), whose entries stay fini
 an observation of ``+-inf`` gets ``s_i = 0`` and drops out exactly, a huge one nearly so. As
 ``c -> inf`` the noise tends to ``sigma^2`` and ``z`` to ``r``: the standard GP with noise
 ``sigma^2``. NaN observations are refused (a NaN is a failed evaluation, not a measurement).
+
+Besides a batched ``posterior``, the model has the rest of BoTorch's model API that acquisition
+functions use: ``train_inputs``/``train_targets``, ``subset_output``, an ``outcome_transform``,
+``condition_on_observations`` and ``fantasize`` (look-ahead acquisitions such as
+``qKnowledgeGradient``, fantasized pending points). Conditioning on ``(X, Y)`` keeps every
+hyperparameter (kernel, ``sigma^2``, ``c``, ``m``) and factorises ``A`` anew on the enlarged data,
+which is exactly RCGP on the concatenated data: a weight depends only on its own observation,
+``m`` and ``c``, so the old points keep theirs. It is not a rank update of a cached factor because
+:meth:`RobustConjugateGP.posterior` keeps no factor: it factorises ``A`` at every call, so a fit
+that changes the hyperparameters has no cache to invalidate.
 """
 
 import math
+from copy import deepcopy
 
 import torch
 from botorch.models.model import Model
+from botorch.models.transforms.outcome import OutcomeTransform
 from botorch.models.utils.gpytorch_modules import get_covar_module_with_dim_scaled_prior
 from botorch.posteriors.gpytorch import GPyTorchPosterior
+from botorch.sampling.base import MCSampler
 from gpytorch.constraints import GreaterThan, Interval
 from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel, ScaleKernel
@@ -84,16 +97,23 @@ class RobustConjugateGP(Model):
     """A single-output BoTorch ``Model`` whose posterior is RCGP's closed form (see the module docstring).
 
     Args:
-        train_X: ``n x d`` inputs (the BO loop passes them scaled to the unit cube).
-        train_Y: ``n x 1`` observations; ``+-inf`` and huge values are allowed, NaN is refused.
+        train_X: ``batch_shape x n x d`` inputs (the BO loop passes them ``n x d``, scaled to the unit cube).
+        train_Y: ``batch_shape x n x 1`` observations; ``+-inf`` and huge values are allowed, NaN is refused.
         c: the soft threshold (fixed: RCGP-UCB's stable variant); ``None`` takes
             :func:`adaptive_threshold` of the residuals (the adaptive variant).
         epsilon: share of residuals allowed above the adaptive threshold.
         prior_mean: the constant prior mean ``m``; ``None`` takes the median of the finite observations.
+            Batched data share one ``m`` and one ``c``, so with a ``batch_shape`` both must be given.
         noise: initial ``sigma^2`` (fitted by :meth:`fit`, kept in ``[1e-4, 1]``: put ``train_Y`` on a
             unit scale first, robustly, e.g. by :func:`hf_ext.companion.bo.robust_standardize`).
         covar_module: a GPyTorch kernel; default BoTorch's own ``SingleTaskGP`` kernel (RBF, ARD, its priors)
             with a fitted output scale (:func:`_default_kernel`).
+        outcome_transform: a BoTorch ``OutcomeTransform`` such as ``Standardize(m=1)``, fitted on ``train_Y`` here;
+            the model works on the transformed scale (``c``, ``prior_mean`` and ``noise`` too) and
+            :meth:`posterior` untransforms, as ``SingleTaskGP`` does. ``Standardize`` cannot take an infinite
+            observation (its mean becomes infinite and its scale NaN); robustly standardised outcomes can.
+
+    ``train_X`` and ``train_Y`` (after the outcome transform) are kept as attributes of those names.
     """
 
     num_outputs = 1
@@ -107,12 +127,13 @@ class RobustConjugateGP(Model):
         prior_mean: float | None = None,
         noise: float = 1e-2,
         covar_module: nn.Module | None = None,
+        outcome_transform: OutcomeTransform | None = None,
     ):
         super().__init__()
-        if train_X.dim() != 2 or train_Y.shape != (train_X.shape[0], 1):
+        if train_X.dim() < 2 or train_Y.shape != (*train_X.shape[:-1], 1):
             raise ValueError(
-                f"RobustConjugateGP: `train_X` must be n x d and `train_Y` n x 1, got {tuple(train_X.shape)} "
-                f"and {tuple(train_Y.shape)}"
+                "RobustConjugateGP: `train_X` must be batch_shape x n x d and `train_Y` batch_shape x n x 1, got "
+                f"{tuple(train_X.shape)} and {tuple(train_Y.shape)}"
             )
         if torch.isnan(train_Y).any() or not torch.isfinite(train_X).all():
             raise ValueError("RobustConjugateGP: `train_Y` must not contain NaN and `train_X` must be finite")
@@ -120,6 +141,20 @@ class RobustConjugateGP(Model):
             raise ValueError(f"RobustConjugateGP: `c` must be a finite positive number or None, got {c}")
         if not 0 < epsilon < 1:
             raise ValueError(f"RobustConjugateGP: `epsilon` must be in (0, 1), got {epsilon}")
+        if train_X.dim() > 2 and (c is None or prior_mean is None):
+            raise ValueError(
+                f"RobustConjugateGP: batched data (batch_shape {tuple(train_X.shape[:-2])}) need `c` and `prior_mean` "
+                f"given (their defaults are statistics of one data set), got c={c}, prior_mean={prior_mean}"
+            )
+        if outcome_transform is not None:
+            train_Y = outcome_transform(train_Y, X=train_X)[0]
+            if torch.isnan(train_Y).any():
+                raise ValueError(
+                    f"RobustConjugateGP: `outcome_transform` ({type(outcome_transform).__name__}) turned `train_Y` "
+                    "into NaN, as Standardize does with an infinite observation; pass robustly standardised outcomes "
+                    "(hf_ext.companion.bo.robust_standardize) and no outcome_transform instead"
+                )
+            self.outcome_transform = outcome_transform
         self.train_X, self.train_Y = train_X, train_Y
         finite = train_Y[torch.isfinite(train_Y)]
         if prior_mean is None:
@@ -145,7 +180,18 @@ class RobustConjugateGP(Model):
 
     @property
     def batch_shape(self) -> torch.Size:
-        return torch.Size()
+        """The training data's batch shape: empty, or ``sample_shape x batch_shape`` after :meth:`fantasize`."""
+        return self.train_X.shape[:-2]
+
+    @property
+    def train_inputs(self) -> tuple[Tensor]:
+        """``(train_X,)``, as BoTorch's GPyTorch models hold their inputs (``X_baseline`` of the NEI family)."""
+        return (self.train_X,)
+
+    @property
+    def train_targets(self) -> Tensor:
+        """The ``batch_shape x n`` (transformed) observations, as BoTorch's single-output GPyTorch models hold them."""
+        return self.train_Y.squeeze(-1)
 
     def weights(self) -> Tensor:
         """``w_i / beta = (1 + r_i^2 / c^2)^(-1/2)`` of every observation: 1 for a perfect fit, 0 for infinity."""
@@ -164,12 +210,12 @@ class RobustConjugateGP(Model):
         return s, scaled_targets
 
     def _factor(self) -> tuple[Tensor, Tensor, Tensor]:
-        """``s``, the Cholesky factor of ``A = I + S K S`` and ``A^-1 S z``."""
+        """``s``, the Cholesky factor of ``A = I + S K S`` and ``A^-1 S z`` (each with the model's batch shape)."""
         s, scaled_targets = self._scaled_terms()
         kernel = self.covar_module(self.train_X).to_dense()
-        system = torch.eye(len(s), dtype=s.dtype, device=s.device) + s[:, None] * kernel * s[None, :]
-        cholesky = torch.linalg.cholesky(system)
-        solved = torch.cholesky_solve(scaled_targets[:, None], cholesky).squeeze(-1)
+        identity = torch.eye(s.shape[-1], dtype=s.dtype, device=s.device)
+        cholesky = torch.linalg.cholesky(identity + s[..., :, None] * kernel * s[..., None, :])
+        solved = torch.cholesky_solve(scaled_targets[..., None], cholesky).squeeze(-1)
         return s, cholesky, solved
 
     def posterior(
@@ -180,25 +226,101 @@ class RobustConjugateGP(Model):
         posterior_transform=None,
         **kwargs,
     ) -> GPyTorchPosterior:
-        """The RCGP posterior at ``X`` (``batch x q x d`` or ``q x d``) as a ``GPyTorchPosterior``.
+        """The RCGP posterior at ``X`` (``batch x q x d`` or ``q x d``, ``batch`` broadcast with :attr:`batch_shape`).
 
-        ``observation_noise=True`` adds ``sigma^2`` (the noise of an uncorrupted observation).
+        ``observation_noise=True`` adds ``sigma^2`` (the noise of an uncorrupted observation); a tensor
+        (``... x q x 1``, on the transformed scale) adds its values.
         """
         if output_indices not in (None, [0]):
             raise ValueError(f"RobustConjugateGP has one output; got output_indices={output_indices}")
         s, cholesky, solved = self._factor()
-        train_X = self.train_X.expand(*X.shape[:-2], *self.train_X.shape)
-        cross = self.covar_module(train_X, X).to_dense()  # ... x n x q
-        mean = self.prior_mean + (cross * (s * solved)[:, None]).sum(-2)
-        projected = torch.linalg.solve_triangular(cholesky, s[:, None] * cross, upper=False)
+        batch_shape = torch.broadcast_shapes(X.shape[:-2], self.batch_shape)
+        X = X.expand(*batch_shape, *X.shape[-2:])
+        train_X = self.train_X.expand(*batch_shape, *self.train_X.shape[-2:])
+        cross = self.covar_module(train_X, X).to_dense()  # batch x n x q
+        mean = self.prior_mean + (cross * (s * solved)[..., None]).sum(-2)
+        projected = torch.linalg.solve_triangular(cholesky, s[..., None] * cross, upper=False)
         covariance = self.covar_module(X).to_dense() - projected.transpose(-1, -2) @ projected
+        identity = torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
         if observation_noise is True:
-            covariance = covariance + self.noise * torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
+            covariance = covariance + self.noise * identity
         elif isinstance(observation_noise, Tensor):
             covariance = covariance + torch.diag_embed(observation_noise.squeeze(-1))
-        covariance = covariance + 1e-9 * torch.eye(X.shape[-2], dtype=X.dtype, device=X.device)
-        posterior = GPyTorchPosterior(MultivariateNormal(mean, covariance))
+        posterior = GPyTorchPosterior(MultivariateNormal(mean, covariance + 1e-9 * identity))
+        if hasattr(self, "outcome_transform"):
+            posterior = self.outcome_transform.untransform_posterior(posterior, X=X)
         return posterior_transform(posterior) if posterior_transform is not None else posterior
+
+    def subset_output(self, idcs: list[int]) -> "RobustConjugateGP":
+        """A copy of the model, as ``SingleTaskGP`` returns for its only output: ``idcs`` must be ``[0]``."""
+        if list(idcs) != [0]:
+            raise ValueError(f"RobustConjugateGP.subset_output: one output, so `idcs` must be [0], got {idcs}")
+        return self._with_data(self.train_X, self.train_Y)
+
+    def condition_on_observations(self, X: Tensor, Y: Tensor, noise: Tensor | None = None) -> "RobustConjugateGP":
+        """The model with ``(X, Y)`` added to its data and every hyperparameter kept (see the module docstring).
+
+        ``X`` is ``batch_shape x n' x d``, ``Y`` ``batch_shape' x n' x 1`` on the outcomes' own scale (it goes through
+        the outcome transform, with the statistics fitted at construction); the result's batch shape broadcasts the
+        model's, ``X``'s and ``Y``'s. ``+-inf`` in ``Y`` is allowed, as in ``train_Y``, and NaN refused.
+        """
+        if noise is not None:
+            raise ValueError(
+                "RobustConjugateGP.condition_on_observations: `noise` must be None: the model has one fitted noise "
+                "level sigma^2, scaled per point by its residual, and no per-observation noise to condition on. "
+                "qJointEntropySearch passes it with its default condition_noiseless=True; pass "
+                "condition_noiseless=False to use it"
+            )
+        d = self.train_X.shape[-1]
+        if X.dim() < 2 or X.shape[-1] != d or Y.shape[-2:] != (X.shape[-2], 1):
+            raise ValueError(
+                f"RobustConjugateGP.condition_on_observations: `X` must be batch_shape x n' x {d} and `Y` "
+                f"batch_shape' x n' x 1, got {tuple(X.shape)} and {tuple(Y.shape)}"
+            )
+        if torch.isnan(Y).any() or not torch.isfinite(X).all():
+            raise ValueError("RobustConjugateGP.condition_on_observations: `Y` must not contain NaN and `X` be finite")
+        self.eval()  # as in BoTorch's models: an outcome transform in eval mode reuses its fitted statistics
+        if hasattr(self, "outcome_transform"):
+            Y = self.outcome_transform(Y, X=X)[0]
+        batch_shape = torch.broadcast_shapes(self.batch_shape, X.shape[:-2], Y.shape[:-2])
+
+        def expanded(tensor: Tensor) -> Tensor:
+            return tensor.expand(*batch_shape, *tensor.shape[-2:])
+
+        train_X = torch.cat([expanded(self.train_X), expanded(X)], dim=-2)
+        return self._with_data(train_X, torch.cat([expanded(self.train_Y), expanded(Y)], dim=-2))
+
+    def fantasize(
+        self, X: Tensor, sampler: MCSampler, observation_noise: Tensor | None = None, **kwargs
+    ) -> "RobustConjugateGP":
+        """BoTorch's ``fantasize``: the model conditioned on ``sampler``'s draws of noisy observations at ``X``.
+
+        The result's batch shape is ``sampler.sample_shape x broadcast(X's batch shape, batch_shape)``. The draws
+        carry the fitted noise ``sigma^2``; a given ``observation_noise`` is refused, like ``noise`` in
+        :meth:`condition_on_observations`. ``propagate_grads`` is accepted and changes nothing: the model
+        keeps no caches to detach, so gradients always reach ``X``.
+        """
+        if observation_noise is not None:
+            raise ValueError(
+                "RobustConjugateGP.fantasize: `observation_noise` must be None: fantasies carry the fitted noise "
+                "sigma^2, and the model takes no per-observation noise"
+            )
+        kwargs.pop("propagate_grads", None)
+        return self.condition_on_observations(X, sampler(self.posterior(X, observation_noise=True)), **kwargs)
+
+    def _with_data(self, train_X: Tensor, train_Y: Tensor) -> "RobustConjugateGP":
+        """A copy of the model (hyperparameters, ``c``, ``m``, outcome transform) on other, transformed, data.
+
+        The data are left out of the copy: a fantasy model's data carry autograd history, which ``deepcopy`` refuses.
+        """
+        data = self.train_X, self.train_Y
+        self.train_X = self.train_Y = None
+        try:
+            copy = deepcopy(self)
+        finally:
+            self.train_X, self.train_Y = data
+        copy.train_X, copy.train_Y = train_X, train_Y
+        return copy
 
     def leave_one_out_objective(self) -> Tensor:
         """RCGP's hyperparameter objective: weighted leave-one-out log predictive density (to maximise).
@@ -209,7 +331,7 @@ class RobustConjugateGP(Model):
         infinite observations are left out (their weight is exactly 0).
         """
         s, cholesky, solved = self._factor()
-        inverse_diagonal = torch.cholesky_inverse(cholesky).diagonal()
+        inverse_diagonal = torch.cholesky_inverse(cholesky).diagonal(dim1=-2, dim2=-1)
         kept = s > 0
         # (z_i - mu_-i)^2 / v_-i = [A^-1 S z]_i^2 / [A^-1]_ii and v_-i = 1 / (s_i^2 [A^-1]_ii).
         standardized = solved[kept] ** 2 / inverse_diagonal[kept]

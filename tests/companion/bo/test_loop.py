@@ -13,6 +13,7 @@ from hf_ext.companion.bo import (
     BayesianOptimization,
     BayesianOptimizationConfig,
     FrequencyLimitedAdversary,
+    LogNEIFactory,
     NoCorruption,
     RCGPFactory,
     UCBFactory,
@@ -79,6 +80,7 @@ def _branin_run(tmp_path, adversary, **settings):
     [
         ("rcgp", "ucb"),
         ("rcgp", "ts"),
+        pytest.param("rcgp", LogNEIFactory(), id="rcgp-lognei"),  # qLogNEI takes the model's train_inputs as baseline
         ("gp", "ucb"),
         ("gp", "ts"),
         pytest.param("relevance_pursuit", "ucb", marks=pytest.mark.slow),  # seconds per fit

@@ -2,8 +2,17 @@ import math
 
 import pytest
 import torch
-from botorch.acquisition import UpperConfidenceBound
+from botorch.acquisition import (
+    UpperConfidenceBound,
+    qKnowledgeGradient,
+    qLogNoisyExpectedImprovement,
+    qMaxValueEntropy,
+    qNoisyExpectedImprovement,
+)
+from botorch.acquisition.joint_entropy_search import qJointEntropySearch
+from botorch.models.transforms import Standardize
 from botorch.optim import optimize_acqf
+from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.kernels import MaternKernel, ScaleKernel
 
 from hf_ext.companion.bo import RobustConjugateGP, adaptive_threshold
@@ -20,9 +29,9 @@ def _data(n=12, seed=0):
     return X, Y
 
 
-def _model(X, Y, c=C):
+def _model(X, Y, c=C, **kwargs):
     kernel = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=2))  # any GPyTorch kernel
-    model = RobustConjugateGP(X, Y, c=c, prior_mean=0.1, noise=0.05, covar_module=kernel)
+    model = RobustConjugateGP(X, Y, c=c, prior_mean=0.1, noise=0.05, covar_module=kernel, **kwargs)
     model.covar_module.base_kernel.lengthscale = torch.tensor([[0.3, 0.6]])
     model.covar_module.outputscale = 0.8
     return model
@@ -130,7 +139,7 @@ def test_adaptive_threshold_is_a_quantile_of_the_residuals_and_stays_finite():
     ("kwargs", "message"),
     [
         ({"train_Y": torch.tensor([[float("nan")]] * 12, dtype=torch.float64)}, "must not contain NaN"),
-        ({"train_Y": torch.zeros(12, dtype=torch.float64)}, "`train_Y` n x 1"),
+        ({"train_Y": torch.zeros(12, dtype=torch.float64)}, "`train_Y` batch_shape x n x 1"),
         ({"c": 0.0}, "`c` must be a finite positive number or None"),
         ({"c": math.inf}, "`c` must be a finite positive number or None"),
         ({"epsilon": 1.0}, r"`epsilon` must be in \(0, 1\)"),
@@ -174,3 +183,142 @@ def test_robust_scale_survives_clustering_that_collapses_the_mad_and_a_few_corru
     corrupted = torch.cat([normal, torch.tensor([math.inf, -math.inf, 1e300, -1e300, 1e6])])
     assert robust_scale(corrupted) == pytest.approx(robust_scale(normal), rel=0.05)
     assert robust_scale(torch.tensor([3.0, math.inf])) == 0.0
+
+
+# BoTorch's model API: what acquisition functions beyond UCB call on the model.
+
+BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+
+
+def _posterior_moments(model, X):
+    with torch.no_grad():
+        posterior = model.posterior(X)
+    return posterior.mean, posterior.variance
+
+
+@pytest.mark.parametrize("acquisition_class", [qLogNoisyExpectedImprovement, qNoisyExpectedImprovement])
+@pytest.mark.filterwarnings("ignore:qNoisyExpectedImprovement has known numerical issues")
+def test_noisy_expected_improvement_takes_the_training_inputs_as_baseline(acquisition_class):
+    X, Y = _data()
+    Y[4] = math.inf
+    model = _model(X, Y)
+    assert model.train_inputs[0] is model.train_X and model.train_targets.shape == (len(X),)
+    acquisition = acquisition_class(model, X_baseline=model.train_inputs[0])
+    candidates, value = optimize_acqf(acquisition, BOUNDS, q=2, num_restarts=2, raw_samples=16)
+    assert candidates.shape == (2, 2) and ((candidates >= 0) & (candidates <= 1)).all()
+    assert torch.isfinite(value)
+
+
+def test_conditioning_is_the_model_on_the_concatenated_data():
+    X, Y = _data()
+    model = _model(X, Y)
+    X_new = torch.rand(3, 2, dtype=torch.float64)
+    Y_new = torch.tensor([[0.5], [math.inf], [-2.0]], dtype=torch.float64)  # an infinite one drops out, as in train_Y
+    conditioned = model.condition_on_observations(X_new, Y_new)
+    concatenated = _model(torch.cat([X, X_new]), torch.cat([Y, Y_new]))
+    X_test = torch.rand(6, 2, dtype=torch.float64)
+    for got, expected in zip(
+        _posterior_moments(conditioned, X_test), _posterior_moments(concatenated, X_test), strict=True
+    ):
+        torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-8)
+    assert len(model.train_X) == len(X)  # the model itself is unchanged
+
+
+def test_fantasize_returns_a_batch_of_conditioned_models_with_gradients_to_x():
+    X, Y = _data()
+    model = _model(X, Y)
+    X_new = torch.rand(2, 1, 2, dtype=torch.float64, requires_grad=True)  # two t-batches of one point
+    sampler = SobolQMCNormalSampler(sample_shape=torch.Size([3]), seed=0)
+    fantasy = model.fantasize(X_new, sampler)
+    assert fantasy.batch_shape == (3, 2) and fantasy.train_inputs[0].shape == (3, 2, len(X) + 1, 2)
+    X_test = torch.rand(4, 2, dtype=torch.float64)
+    fantasy.posterior(X_test).mean.sum().backward()  # gradients reach the fantasized points, as qKG needs
+    assert torch.isfinite(X_new.grad).all() and (X_new.grad != 0).any()
+    one = model.condition_on_observations(X_new[1].detach(), fantasy.train_Y[2, 1, -1:].detach())
+    mean, variance = _posterior_moments(fantasy, X_test)
+    expected_mean, expected_variance = _posterior_moments(one, X_test)
+    torch.testing.assert_close(mean[2, 1], expected_mean)
+    torch.testing.assert_close(variance[2, 1], expected_variance)
+
+
+@pytest.mark.parametrize("pending", [False, True])
+def test_knowledge_gradient_through_optimize_acqf(pending):
+    X, Y = _data()
+    Y[4] = -math.inf
+    model = _model(X, Y)
+    X_pending = torch.rand(1, 2, dtype=torch.float64) if pending else None  # fantasized with the candidates
+    acquisition = qKnowledgeGradient(model, num_fantasies=4, X_pending=X_pending)
+    candidate, value = optimize_acqf(acquisition, BOUNDS, q=1, num_restarts=2, raw_samples=16, options={"maxiter": 20})
+    assert candidate.shape == (1, 2) and ((candidate >= 0) & (candidate <= 1)).all()
+    assert torch.isfinite(value)
+
+
+def test_max_value_entropy_fantasizes_pending_points():
+    X, Y = _data()
+    model = _model(X, Y)
+    candidate_set = torch.rand(32, 2, dtype=torch.float64)
+    X_pending = torch.rand(2, 2, dtype=torch.float64)
+    acquisition = qMaxValueEntropy(model, candidate_set, num_fantasies=4, X_pending=X_pending)
+    assert acquisition.model.batch_shape == (4,)  # the model conditioned on 4 fantasies at the pending points
+    candidate, value = optimize_acqf(acquisition, BOUNDS, q=1, num_restarts=2, raw_samples=16)
+    assert candidate.shape == (1, 2) and torch.isfinite(value)
+
+
+def test_joint_entropy_search_conditions_on_optima_with_the_model_noise_only():
+    X, Y = _data()
+    model = _model(X, Y)
+    optimal_inputs = torch.rand(3, 2, dtype=torch.float64)  # num_optima x d, as posterior samples would give
+    optimal_outputs = torch.full((3, 1), 2.0, dtype=torch.float64)
+    with pytest.raises(ValueError, match="`noise` must be None.*qJointEntropySearch.*condition_noiseless=False"):
+        qJointEntropySearch(model, optimal_inputs, optimal_outputs)  # noiseless conditioning needs a given noise
+    acquisition = qJointEntropySearch(model, optimal_inputs, optimal_outputs, condition_noiseless=False)
+    candidate, value = optimize_acqf(acquisition, BOUNDS, q=1, num_restarts=2, raw_samples=16)
+    assert candidate.shape == (1, 2) and torch.isfinite(value)
+
+
+def test_standardize_matches_manual_standardisation():
+    X, Y = _data()
+    Y = 100 + 30 * Y  # the outcomes' own scale
+    transformed = _model(X, Y, outcome_transform=Standardize(m=1))
+    mean, std = Y.mean(), Y.std()
+    manual = _model(X, (Y - mean) / std)
+    torch.testing.assert_close(transformed.train_targets, manual.train_targets)
+    X_test = torch.rand(5, 2, dtype=torch.float64)
+    got_mean, got_variance = _posterior_moments(transformed, X_test)
+    manual_mean, manual_variance = _posterior_moments(manual, X_test)
+    torch.testing.assert_close(got_mean, mean + std * manual_mean)
+    torch.testing.assert_close(got_variance, std**2 * manual_variance)
+    # New observations go through the statistics fitted at construction, not refitted ones.
+    X_new, Y_new = torch.rand(2, 2, dtype=torch.float64), torch.tensor([[150.0], [40.0]], dtype=torch.float64)
+    got_mean, _ = _posterior_moments(transformed.condition_on_observations(X_new, Y_new), X_test)
+    manual_mean, _ = _posterior_moments(manual.condition_on_observations(X_new, (Y_new - mean) / std), X_test)
+    torch.testing.assert_close(got_mean, mean + std * manual_mean)
+
+
+def test_subset_output_of_the_single_output_is_a_copy():
+    X, Y = _data()
+    model = _model(X, Y)
+    subset = model.subset_output([0])
+    assert subset is not model and subset.covar_module is not model.covar_module
+    X_test = torch.rand(4, 2, dtype=torch.float64)
+    for got, expected in zip(_posterior_moments(subset, X_test), _posterior_moments(model, X_test), strict=True):
+        torch.testing.assert_close(got, expected)
+    with pytest.raises(ValueError, match=r"subset_output: one output, so `idcs` must be \[0\]"):
+        model.subset_output([1])
+
+
+def test_botorch_api_refuses_what_rcgp_cannot_hold():
+    X, Y = _data()
+    model = _model(X, Y)
+    X_new, Y_new = torch.rand(1, 2, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64)
+    with pytest.raises(ValueError, match="condition_on_observations: `noise` must be None"):
+        model.condition_on_observations(X_new, Y_new, noise=torch.full_like(Y_new, 0.1))
+    with pytest.raises(ValueError, match="`Y` must not contain NaN"):
+        model.condition_on_observations(X_new, torch.full_like(Y_new, math.nan))
+    with pytest.raises(ValueError, match="fantasize: `observation_noise` must be None"):
+        model.fantasize(X_new, SobolQMCNormalSampler(torch.Size([2])), observation_noise=torch.full_like(Y_new, 0.1))
+    with pytest.raises(ValueError, match="batched data .* need `c` and `prior_mean` given"):
+        RobustConjugateGP(X.expand(2, *X.shape), Y.expand(2, *Y.shape))
+    Y[3] = math.inf
+    with pytest.raises(ValueError, match="`outcome_transform` \\(Standardize\\) turned `train_Y` into NaN"):
+        RobustConjugateGP(X, Y, c=C, outcome_transform=Standardize(m=1))

@@ -1,4 +1,7 @@
-"""Both combinatorial solvers share HiGHS's process-wide scheduler: mixing their thread counts must not lose a solve."""
+"""The one module that talks to HiGHS: loaded on first use, and both solvers share its process-wide scheduler."""
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -19,3 +22,21 @@ def test_solves_with_different_thread_counts_in_one_process_all_find_solutions()
         assert optimal and independent.any()
         objectives.append(solve_mip(instance.costs, instance.matrix, time_limit=10.0, threads=threads).objective)
     assert np.isfinite(objectives).all() and len(set(objectives)) == 1
+
+
+@pytest.mark.parametrize(
+    ("package", "blocked", "call"),
+    [
+        ("cam", ("highspy", "scipy"), "exact_mis(erdos_renyi(5, 0.5, 0))"),
+        ("set_cover", ("highspy",), "solve_mip([1.0], [[1]], time_limit=1.0)"),
+    ],
+)
+def test_packages_load_without_highs_and_a_solve_names_the_extra(package, blocked, call):
+    """``cam`` promises to need torch only, ``set_cover`` to need highspy only for its MIPs."""
+    script = (
+        f"import sys\nsys.modules.update(dict.fromkeys({blocked!r}))\n"
+        f"from hf_ext.companion.combinatorial.{package} import *\n{call}\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    error = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and "need the [combinatorial] extra: pip install 'hf-ext[combinatorial]'" in error

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._highs import highs_model, run_highs
+from .._highs import solve_binary_program
 from .graphs import Graph
 
 
@@ -81,37 +81,29 @@ def local_search_maxcut(graph: Graph, start: np.ndarray, max_rounds: int = 100_0
     return side
 
 
-def _solve_binary_ilp(n_vars: int, cost: np.ndarray, rows, upper: np.ndarray, time_limit: float):
-    import highspy
-
-    if n_vars == 0:
-        return np.zeros(0, dtype=bool), True  # HiGHS calls an empty model "empty", not optimal
-    h = highs_model(time_limit)
-    h.addVars(n_vars, np.zeros(n_vars), np.ones(n_vars))
-    idx = np.arange(n_vars, dtype=np.int32)
-    h.changeColsCost(n_vars, idx, cost.astype(float))
-    h.changeColsIntegrality(n_vars, idx, np.array([highspy.HighsVarType.kInteger] * n_vars))
-    for (columns, values), hi in zip(rows, upper, strict=True):
-        h.addRow(-highspy.kHighsInf, float(hi), len(columns), np.asarray(columns, np.int32), np.asarray(values, float))
-    run_highs(h)
-    optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
-    solution = np.round(np.asarray(h.getSolution().col_value)).astype(bool)
-    return solution, optimal
+def _solve_binary_ilp(cost: np.ndarray, entries, upper: np.ndarray, time_limit: float):
+    """``min cost @ x`` over binary ``x`` with ``A @ x <= upper``, ``A``'s nonzeros ``entries = (values, (rows,
+    columns))``: ``(x, proven optimal)``, all-false where HiGHS found no solution in time (feasible for both
+    problems)."""
+    result = solve_binary_program(cost, entries, np.full(len(upper), -np.inf), upper, time_limit)
+    return (np.zeros(len(cost), dtype=bool) if result.values is None else result.values), result.optimal
 
 
 def exact_mis(graph: Graph, time_limit: float = 60.0) -> tuple[np.ndarray, bool]:
     """Maximum independent set as an ILP (``max sum x``, ``x_i + x_j <= 1``) by HiGHS; ``(set, proven optimal)``."""
-    rows = [((i, j), (1.0, 1.0)) for i, j in graph.edges.tolist()]
-    return _solve_binary_ilp(graph.num_nodes, -np.ones(graph.num_nodes), rows, np.ones(len(rows)), time_limit)
+    n, m = graph.num_nodes, len(graph.edges)
+    entries = (np.ones(2 * m), (np.repeat(np.arange(m), 2), graph.edges.ravel()))
+    return _solve_binary_ilp(-np.ones(n), entries, np.ones(m), time_limit)
 
 
 def exact_maxcut(graph: Graph, time_limit: float = 60.0) -> tuple[np.ndarray, bool]:
     """Max-cut as an ILP: sides ``x``, edge cut indicators ``y_e <= x_i + x_j`` and ``y_e <= 2 - x_i - x_j``."""
     n, m = graph.num_nodes, len(graph.edges)
-    rows, upper = [], []
-    for e, (i, j) in enumerate(graph.edges.tolist()):
-        rows += [((n + e, i, j), (1.0, -1.0, -1.0)), ((n + e, i, j), (1.0, 1.0, 1.0))]
-        upper += [0.0, 2.0]
+    edge = np.arange(m)
+    # row 2e: y_e - x_i - x_j <= 0 and row 2e + 1: y_e + x_i + x_j <= 2, where column n + e is y_e
+    rows = np.concatenate([np.repeat(2 * edge, 3), np.repeat(2 * edge + 1, 3)])
+    columns = np.tile(np.stack([n + edge, *graph.edges.T], axis=1).ravel(), 2)
+    values = np.concatenate([np.tile([1.0, -1.0, -1.0], m), np.ones(3 * m)])
     cost = np.concatenate([np.zeros(n), -np.ones(m)])
-    solution, optimal = _solve_binary_ilp(n + m, cost, rows, np.array(upper), time_limit)
+    solution, optimal = _solve_binary_ilp(cost, (values, (rows, columns)), np.tile([0.0, 2.0], m), time_limit)
     return solution[:n], optimal

@@ -33,14 +33,15 @@ class LNSConfig:
 
     def __post_init__(self):
         check_finite_fields(self)
+        owner = type(self).__name__  # also the recipe's arguments, which subclass this config
         if self.policy not in POLICIES:
-            raise ValueError(f"LNSConfig: `policy` must be one of {list(POLICIES)}, got {self.policy!r}")
+            raise ValueError(f"{owner}: `policy` must be one of {list(POLICIES)}, got {self.policy!r}")
         for name in ("neighbourhood_size", "max_iterations"):
             if getattr(self, name) < 1:
-                raise ValueError(f"LNSConfig: `{name}` must be an integer >= 1, got {getattr(self, name)}")
+                raise ValueError(f"{owner}: `{name}` must be an integer >= 1, got {getattr(self, name)}")
         for name in ("time_limit", "sub_time_limit"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"LNSConfig: `{name}` must be > 0 seconds, got {getattr(self, name)}")
+                raise ValueError(f"{owner}: `{name}` must be > 0 seconds, got {getattr(self, name)}")
 
 
 @dataclass
@@ -70,7 +71,7 @@ def repair(
     sub = instance.rows_to_columns[open_rows][:, free].tocsc()
     result = solve_mip(instance.costs[free], sub, time_limit, warm_start=incumbent[free])
     fixed[free[result.selected]] = True
-    return fixed, result.status == "kOptimal"
+    return fixed, result.optimal
 
 
 def run_lns(
@@ -81,9 +82,17 @@ def run_lns(
     choose = neighbourhood or POLICIES[config.policy]
     start = time.perf_counter()
     rng = np.random.default_rng(config.seed)
-    incumbent = greedy(instance) if initial is None else np.asarray(initial, dtype=bool).copy()
-    if not instance.is_feasible(incumbent):
-        raise ValueError("run_lns: `initial` does not cover every row")
+    if initial is None:
+        incumbent = greedy(instance)
+    else:
+        incumbent = np.asarray(initial, dtype=bool).copy()
+        if incumbent.shape != (instance.n_columns,):
+            raise ValueError(
+                f"run_lns: `initial` must be a mask of one entry per column ({instance.n_columns}), got shape "
+                f"{incumbent.shape}"
+            )
+        if not instance.is_feasible(incumbent):
+            raise ValueError("run_lns: `initial` does not cover every row")
     best = instance.objective(incumbent)
     times, values = [time.perf_counter() - start], [best]
     iteration, size = 0, float(config.neighbourhood_size)

@@ -80,3 +80,9 @@ def test_adapted_size_grows_after_solved_subproblems_and_shrinks_after_timeouts(
     config = LNSConfig(neighbourhood_size=100, time_limit=30.0, sub_time_limit=5.0, max_iterations=8, adapt_size=True)
     run_lns(instance, config, neighbourhood=record)
     assert sizes == expected  # no gain each time; bounded by 4x and 1/4 of neighbourhood_size
+
+
+def test_an_initial_cover_of_the_wrong_length_is_named(instance):
+    message = r"`initial` must be a mask of one entry per column \(3000\), got shape \(2999,\)"
+    with pytest.raises(ValueError, match=message):
+        run_lns(instance, LNSConfig(time_limit=1.0), initial=greedy(instance)[:-1])

@@ -1,5 +1,6 @@
 import itertools
 
+import highspy
 import numpy as np
 import pytest
 
@@ -20,6 +21,7 @@ def test_highs_finds_the_optimum_of_a_small_instance():
     result = solve_mip(instance.costs, instance.matrix, time_limit=10.0)
     assert result.objective == _brute_force(instance)
     assert instance.is_feasible(result.selected) and result.bound == pytest.approx(result.objective)
+    assert result.status == highspy.HighsModelStatus.kOptimal and result.optimal
 
 
 def test_warm_start_is_never_worsened_under_a_tiny_time_limit():
@@ -29,9 +31,17 @@ def test_warm_start_is_never_worsened_under_a_tiny_time_limit():
     assert instance.is_feasible(result.selected)
     assert result.objective <= instance.objective(start)
     assert result.bound <= result.objective
+    assert result.status == highspy.HighsModelStatus.kTimeLimit and not result.optimal
 
 
 def test_zero_time_limit_is_refused():
     instance = beasley(8, 12, 0.25, seed=1)
     with pytest.raises(ValueError, match="`time_limit` must be > 0 seconds"):
         solve_mip(instance.costs, instance.matrix, time_limit=0)
+
+
+def test_a_warm_start_of_the_wrong_length_is_named():
+    instance = beasley(8, 12, 0.25, seed=1)
+    message = r"`warm_start` must be a mask of one entry per column \(12\), got shape \(11,\)"
+    with pytest.raises(ValueError, match=message):
+        solve_mip(instance.costs, instance.matrix, time_limit=1.0, warm_start=np.ones(11, dtype=bool))

@@ -25,6 +25,16 @@ def set_per_run(config_class: type, name: str, by: str) -> Any:
     return dataclasses.field(**default, init=False, repr=False, metadata={"help": f"Set for each run by {by}."})
 
 
+def one_string(config_class: type, name: str) -> Any:
+    """Field ``name`` of ``config_class`` (a string or a list of strings) redeclared as one string, its default kept.
+
+    ``HfArgumentParser`` reads a ``str | list[str]`` field as a list and drops a string default (the field would
+    parse as None); as one string it keeps its default and takes any string the config accepts.
+    """
+    inherited = {field.name: field for field in dataclasses.fields(config_class)}[name]
+    return dataclasses.field(default=inherited.default, metadata=inherited.metadata)
+
+
 def shared_settings(settings) -> dict[str, Any]:
     """The fields of ``settings`` its parser sets: what a recipe reports and stores (no per-run field)."""
     return {field.name: getattr(settings, field.name) for field in dataclasses.fields(settings) if field.init}

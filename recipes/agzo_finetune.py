@@ -4,15 +4,16 @@
     hf-ext run agzo_finetune max_steps=400    # the longer comparison
     accelerate launch recipes/agzo_finetune.py --config recipes/configs/agzo_finetune.yaml
 
-Fine-tunes all-MiniLM-L6-v2 with a fresh classification head on standard-library docstrings
-labelled by package, once with AGZO and once with MeZO from the same initial model, for the
-same number of steps (both two-point, so the same number of forward passes). Prints validation
-accuracy before and after each, writes ``results.json`` and ``loss.png`` to ``output_dir``, and
-ends with a table of both methods. The shipped config is sized for a first look (about 5 minutes
-on 2 CPU cores); the longer comparison is the override above.
+Fine-tunes all-MiniLM-L6-v2 with a fresh classification head on standard-library docstrings labelled
+by package, once with AGZO and once with MeZO from the same initial model, for the same number of
+steps (both two-point, so the same number of forward passes). The zeroth-order settings are
+``AGZOConfig``'s own fields; MeZO takes the ones the two share (``eps``, ``other_params``,
+``weight_decay``, ...), so both methods perturb and decay the same weights. Prints validation
+accuracy before and after each, writes ``results.json`` and ``loss.png`` to ``output_dir``, and ends
+with a table of both methods. The shipped config is sized for a first look (about 5 minutes on 2 CPU
+cores); the longer comparison is the override above.
 """
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from hf_ext.data import docstring_classification
 from hf_ext.models import load_minilm
 from hf_ext.plotting import display_name, loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._settings import one_string, run_config, set_per_run
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
 
 METHODS = ("agzo", "mezo")
@@ -40,8 +42,6 @@ class AGZOFinetuneArguments:
     max_length: int = field(default=64, metadata={"help": "Tokens per docstring after truncation."})
     agzo_learning_rate: float = field(default=1e-2, metadata={"help": "AGZO's learning rate."})
     mezo_learning_rate: float = field(default=7e-4, metadata={"help": "MeZO's learning rate."})
-    eps: float = field(default=1e-3, metadata={"help": "Perturbation size for both methods."})
-    rank: int = field(default=AGZOConfig.rank, metadata={"help": "AGZO subspace rank."})
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -50,20 +50,49 @@ class AGZOFinetuneArguments:
             raise ValueError(f"`methods` must be a non-empty subset of {list(METHODS)}, got {self.methods}")
 
 
+@dataclass
+class AGZOFinetuneZOConfig(AGZOConfig):
+    """AGZOConfig, its ``target_modules`` one string (``'all-linear'`` or a regex): a parser keeps its default."""
+
+    target_modules: str = one_string(AGZOConfig, "target_modules")
+
+
+@dataclass
+class AGZOFinetuneTrainingArguments(TrainingArguments):
+    """TrainingArguments less what each method sets: its own learning rate, and no weight decay of the
+    Trainer's (ZOTrainer decays by the ZO config's ``weight_decay``)."""
+
+    learning_rate: float = set_per_run(
+        TrainingArguments, "learning_rate", by="`agzo_learning_rate`/`mezo_learning_rate`"
+    )
+    weight_decay: float = set_per_run(
+        TrainingArguments, "weight_decay", by="AGZOConfig's `weight_decay` (ZOTrainer's own)"
+    )
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        super().__post_init__()
+
+
 def _accuracy(prediction) -> dict[str, float]:
     return {"accuracy": float(np.mean(prediction.predictions.argmax(-1) == prediction.label_ids))}
 
 
-def run_method(method: str, script_args: AGZOFinetuneArguments, training_args: TrainingArguments, data) -> dict:
+def run_method(
+    method: str,
+    script_args: AGZOFinetuneArguments,
+    zo_config: AGZOFinetuneZOConfig,
+    training_args: AGZOFinetuneTrainingArguments,
+    data,
+) -> dict:
     """Fine-tune a fresh copy of the model with one method; returns its accuracies, losses and budget."""
     set_seed(training_args.seed)
     model, tokenizer = load_minilm(num_labels=script_args.num_classes)
-    if method == "agzo":
-        zo_config, lr = AGZOConfig(eps=script_args.eps, rank=script_args.rank), script_args.agzo_learning_rate
-    else:
-        # Like AGZO's default, MeZO leaves embeddings and norms frozen: both train the same weights.
-        zo_config, lr = MeZOConfig(eps=script_args.eps, other_params="frozen"), script_args.mezo_learning_rate
-    args = dataclasses.replace(training_args, learning_rate=lr, output_dir=str(Path(training_args.output_dir) / method))
+    zo_class, lr = AGZOConfig, script_args.agzo_learning_rate
+    if method == "mezo":
+        zo_class, lr = MeZOConfig, script_args.mezo_learning_rate
+    output_dir = str(Path(training_args.output_dir) / method)
+    args = run_config(TrainingArguments, training_args, learning_rate=lr, weight_decay=0.0, output_dir=output_dir)
     trainer = ZOTrainer(
         model,
         args,
@@ -72,7 +101,7 @@ def run_method(method: str, script_args: AGZOFinetuneArguments, training_args: T
         data_collator=DataCollatorWithPadding(tokenizer),
         processing_class=tokenizer,
         compute_metrics=_accuracy,
-        zo_config=zo_config,
+        zo_config=run_config(zo_class, zo_config),
     )
     before = trainer.evaluate()["eval_accuracy"]
     start = time.perf_counter()
@@ -112,11 +141,11 @@ def results_table(results: dict[str, dict]) -> str:
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((AGZOFinetuneArguments, TrainingArguments))
+    return TrlParser((AGZOFinetuneArguments, AGZOFinetuneZOConfig, AGZOFinetuneTrainingArguments))
 
 
 def main(argv: list[str] | None = None) -> dict:
-    script_args, training_args = parser(argv).parse_args_and_config(argv)
+    script_args, zo_config, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
     _, tokenizer = load_minilm()
     data = docstring_classification(num_classes=script_args.num_classes, seed=training_args.seed)
@@ -127,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     results = {}
     for method in script_args.methods:
-        results[method] = run_method(method, script_args, training_args, data)
+        results[method] = run_method(method, script_args, zo_config, training_args, data)
         r = results[method]
         state.print(
             f"{method}: validation accuracy {r['accuracy_before']:.3f} -> {r['accuracy_after']:.3f} "

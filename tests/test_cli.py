@@ -120,16 +120,17 @@ def test_bad_settings_are_one_line_before_anything_launches(overrides, message, 
 
 def test_an_unknown_key_in_a_config_file_is_caught_too(tmp_path, launches, capsys):
     config = tmp_path / "mine.yaml"
-    config.write_text("max_steps: 2\nlearnig_rate: 1.0e-3\n")
+    config.write_text("max_steps: 2\nagzo_learnig_rate: 1.0e-3\n")
     assert cli.main(["run", "agzo_finetune", "--config", str(config)]) == 2
-    assert "unknown setting 'learnig_rate'; close matches: learning_rate" in capsys.readouterr().err
+    assert "unknown setting 'agzo_learnig_rate'; close matches: agzo_learning_rate" in capsys.readouterr().err
     assert launches == []
 
 
-def test_settings_of_both_dataclasses_launch(launches):
-    assert cli.main(["run", "agzo_finetune", "rank=4", "learning_rate=1e-4", "max_steps=2"]) == 0
+def test_settings_of_every_dataclass_launch(launches):
+    overrides = ["agzo_learning_rate=1e-4", "rank=4", "max_steps=2"]
+    assert cli.main(["run", "agzo_finetune", *overrides]) == 0
     (command,) = launches
-    assert command[-6:] == ["--rank", "4", "--learning_rate", "1e-4", "--max_steps", "2"]
+    assert command[-6:] == ["--agzo_learning_rate", "1e-4", "--rank", "4", "--max_steps", "2"]
 
 
 def test_run_help_without_a_recipe_is_the_generic_help(launches, capsys):
@@ -146,7 +147,7 @@ def test_recipe_help_lists_its_settings_with_the_config_values_marked(tmp_path, 
     assert out.splitlines()[2].startswith("AGZO vs MeZO: zeroth-order fine-tuning of MiniLM")
     assert "AGZOFinetuneArguments:\n  methods: list[str] = ['agzo', 'mezo']\n      Any of ['agzo', 'mezo']." in out
     assert "\n  max_steps: int = 7 (set by mine.yaml; default -1)\n" in out
-    assert "\n  rank: int = 8\n      AGZO subspace rank.\n" in out
+    assert "\nAGZOFinetuneZOConfig:\n" in out and "\n  rank: int = 8\n      Subspace rank r per layer" in out
     assert launches == []
 
 
@@ -166,7 +167,8 @@ def test_help_follows_the_config_that_picks_the_trl_config_class(capsys):
 @pytest.mark.parametrize(
     ("recipe", "config"),
     [(recipe, None) for recipe in sorted(set(available_recipes()) & set(shipped_configs()))]
-    + [("dpo_regularized", "simpo_regularized")],
+    + [("dpo_regularized", "simpo_regularized")]
+    + [(name.removesuffix("_quick"), name) for name in shipped_configs() if name.endswith("_quick")],
 )
 def test_every_shipped_config_passes_the_settings_check(recipe, config):
     cli.check_settings(recipe, cli.recipe_argv(recipe, config, []))

@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from hf_ext.recipes import recipes_dir
-from hf_ext.recipes.agzo_finetune import AGZOFinetuneArguments, main, results_table
+from hf_ext.recipes import agzo_finetune, recipes_dir
+from hf_ext.recipes.agzo_finetune import AGZOFinetuneArguments, main, parser, results_table, run_method
+from hf_ext.zo import AGZOConfig, MeZOConfig
 
 
 @pytest.mark.slow
@@ -19,6 +20,33 @@ def test_recipe_runs_both_methods_on_minilm_with_equal_forward_budgets(tmp_path,
     assert json.loads((tmp_path / "results.json").read_text()).keys() == results.keys()
     assert (tmp_path / "loss.png").stat().st_size > 1000
     assert capsys.readouterr().out.rstrip().endswith(results_table(results))
+
+
+def test_both_methods_share_the_parsed_zo_settings_and_each_gets_its_learning_rate(monkeypatch, tmp_path):
+    """Issue 38: `eps` and `rank` were copies of the ZO configs' fields; AGZOConfig is now parsed itself."""
+
+    class Built(Exception):
+        pass
+
+    def zo_trainer(model, args, zo_config, **kwargs):
+        raise Built(args, zo_config)
+
+    monkeypatch.setattr(agzo_finetune, "ZOTrainer", zo_trainer)
+    monkeypatch.setattr(agzo_finetune, "load_minilm", lambda num_labels: (None, None))
+    flags = ["--eps", "0.01", "--rank", "4", "--weight_decay", "0.1", "--agzo_learning_rate", "0.02"]
+    flags += ["--output_dir", str(tmp_path), "--use_cpu", "true", "--report_to", "none"]
+    script_args, zo_config, training_args = parser().parse_args_and_config(flags)
+    built = {}
+    for method in ("agzo", "mezo"):
+        with pytest.raises(Built) as caught:
+            run_method(method, script_args, zo_config, training_args, {"train": None, "validation": None})
+        built[method] = caught.value.args
+    (agzo_args, agzo), (mezo_args, mezo) = built["agzo"], built["mezo"]
+    assert type(agzo) is AGZOConfig and (agzo.eps, agzo.rank, agzo.weight_decay) == (0.01, 4, 0.1)
+    assert type(mezo) is MeZOConfig and (mezo.eps, mezo.weight_decay, mezo.other_params) == (0.01, 0.1, "frozen")
+    assert (agzo_args.learning_rate, mezo_args.learning_rate) == (0.02, 7e-4)
+    assert agzo_args.weight_decay == mezo_args.weight_decay == 0.0  # ZOTrainer decays by the ZO config's
+    assert agzo_args.output_dir == str(tmp_path / "agzo") and mezo_args.max_steps == training_args.max_steps
 
 
 def test_unknown_method_is_rejected():

@@ -1,16 +1,17 @@
 """CAM: discrete diffusion solvers for MIS and max-cut trained by combinatorial adjoint matching, vs REINFORCE.
 
     hf-ext run cam                       # shipped config, about 8 minutes on 2 busy CPU cores
-    hf-ext run cam quick=true            # seconds: the end-to-end check
+    hf-ext run cam --config cam_quick    # seconds: the end-to-end check
 
-Per seed, for MIS: trains :class:`hf_ext.companion.combinatorial.cam.FlipGNN` by CAM and by the REINFORCE
-baseline for the same wall-clock time (``train_seconds``; ``problem``, ``method`` and ``seed`` of the
-:class:`CAMConfig` are set per run) on Erdos-Renyi graphs of ``train_nodes`` nodes (edge probability
-``edge_prob``), then evaluates both (best of ``eval_chains`` chains) with min-degree greedy, 2-improvement local search
-and, on ER graphs of ``exact_nodes`` nodes, the exact MIS by HiGHS, on held-out ER graphs of the training sizes,
-on ``transfer_scales`` times larger ones (transfer), on the ``exact_nodes`` set and, where set, on ER graphs of
-``large_nodes`` nodes (reference: the best set found) and RB graphs of ``rb_vars`` variables (solved by HiGHS).
-For max-cut the same on Barabasi-Albert graphs (one-flip local search; the reference is the best cut found).
+Per seed, for MIS: trains :class:`hf_ext.companion.combinatorial.cam.FlipGNN` by CAM and by the REINFORCE baseline
+for the same wall-clock time (``train_seconds``; the solver's settings are :class:`CAMConfig`'s own fields but
+``problem``, ``method`` and ``seed``, which each run sets) on Erdos-Renyi graphs of ``train_nodes`` nodes (edge
+probability ``edge_prob``), then evaluates both (best of ``eval_chains`` chains) with min-degree greedy,
+2-improvement local search and, on ER graphs of ``exact_nodes`` nodes, the exact MIS by HiGHS, on held-out ER graphs
+of the training sizes, on ``transfer_scales`` times larger ones (transfer), on the ``exact_nodes`` set and, where
+set, on ER graphs of ``large_nodes`` nodes (reference: the best set found) and RB graphs of ``rb_vars`` variables
+(solved by HiGHS). For max-cut the same on Barabasi-Albert graphs (one-flip local search; the reference is the best
+cut found).
 It also measures the variance of the two training signals directly: gradients of independent rollouts at the
 same weights.
 
@@ -19,10 +20,9 @@ seconds), ``results.json`` (rows, summary, signal variances, training curves), `
 ``cam_training.png`` to ``output_dir``.
 """
 
-import dataclasses
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -52,19 +52,9 @@ from hf_ext.companion.combinatorial.cam import (
 )
 from hf_ext.plotting import plot_curves, plot_grouped_bars
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._settings import run_config, set_per_run, shared_settings
 
 PROBLEMS = ("mis", "maxcut")
-QUICK = {
-    "train_nodes": [20, 30],
-    "train_graphs": 6,
-    "eval_graphs": 2,
-    "exact_nodes": 20,
-    "large_nodes": [40, 50],
-    "rb_vars": [4, 5],
-    "transfer_scales": [2.0],
-    "variance_repeats": 3,
-    "seeds": [0],
-}
 
 
 @dataclass
@@ -103,7 +93,6 @@ class CAMArguments:
     )
     seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "Seeds (graphs, networks, chains)."})
     torch_threads: int = field(default=1, metadata={"help": "torch threads per process (>= 1)."})
-    quick: bool = field(default=False, metadata={"help": "Tiny sizes: an end-to-end check in seconds."})
     output_dir: str = field(default="outputs/cam", metadata={"help": "Where results go."})
 
     def __post_init__(self):
@@ -132,20 +121,22 @@ class CAMArguments:
                 raise ValueError(f"{owner}: `{name}` must be {allowed}, got {getattr(self, name)!r}")
 
 
+@dataclass
+class CAMSolverConfig(CAMConfig):
+    """The solver's settings every run shares; ``problem``, ``method`` and ``seed`` are set for each run."""
+
+    problem: str = set_per_run(CAMConfig, "problem", by="CAMArguments' `problems`")
+    method: str = set_per_run(CAMConfig, "method", by="the recipe, which trains both cam and reinforce")
+    seed: int = set_per_run(CAMConfig, "seed", by="CAMArguments' `seeds`")
+
+
 def _range_or_empty(bounds: list[int], least: int) -> bool:
     return not bounds or (len(bounds) == 2 and least <= bounds[0] <= bounds[1])
 
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with: the recipe's arguments and the solver's :class:`CAMConfig`."""
-    return TrlParser((CAMArguments, CAMConfig))
-
-
-def parse_args(argv: list[str] | None) -> tuple[CAMArguments, CAMConfig]:
-    args, config = parser(argv).parse_args_and_config(argv)
-    if args.quick:
-        return dataclasses.replace(args, **QUICK), dataclasses.replace(config, train_seconds=2.0, steps=4, chains=4)
-    return args, config
+    return TrlParser((CAMArguments, CAMSolverConfig))
 
 
 def instances(family: str, low: int, high: int, count: int, args: CAMArguments, seed: int) -> list:
@@ -201,24 +192,21 @@ def evaluate(problem, name, graphs, models, config, args, seed) -> list[dict]:
     ]
 
 
-def run_job(problem: str, seed: int, config: CAMConfig, args: CAMArguments) -> dict:
+def run_job(problem: str, seed: int, config: CAMSolverConfig, args: CAMArguments) -> dict:
+    def solver(method: str) -> CAMConfig:
+        return run_config(CAMConfig, config, problem=problem, method=method, seed=seed)
+
     low, high = args.train_nodes
     family = "er" if problem == "mis" else "ba"
     train_set = instances(family, low, high, args.train_graphs, args, seed)
     models, curves = {}, {}
     for method in ("cam", "reinforce"):
-        run = dataclasses.replace(config, problem=problem, method=method, seed=seed)
-        models[method], history = train(run, train_set, progress=False)
+        models[method], history = train(solver(method), train_set, progress=False)
         curves[method] = [(h["step"], h["energy_per_node"]) for h in history]
-    initial = initial_model(dataclasses.replace(config, problem=problem, seed=seed))
+    initial = initial_model(solver("cam"))
     probe = train_set[: config.graphs_per_step]
     variance = {
-        f"{method}@{at}": training_signal_variance(
-            weights,
-            dataclasses.replace(config, problem=problem, method=method, seed=seed),
-            probe,
-            args.variance_repeats,
-        )
+        f"{method}@{at}": training_signal_variance(weights, solver(method), probe, args.variance_repeats)
         for at, weights in (("init", initial), ("cam_trained", models["cam"]))
         for method in ("cam", "reinforce")
     }
@@ -261,7 +249,7 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args, config = parse_args(argv)
+    args, config = parser(argv).parse_args_and_config(argv)
     # No TrainingArguments here to set up CPU processes: without a GPU, ask for them (gloo) directly.
     state = PartialState(cpu=not torch.cuda.is_available())
     torch.set_num_threads(args.torch_threads)
@@ -275,8 +263,8 @@ def main(argv: list[str] | None = None) -> dict:
         "rows": rows,
         "signal_variance": [job["variance"] for job in done],
         "training_curves": [job["curves"] for job in done],
-        "args": dataclasses.asdict(args),
-        "config": dataclasses.asdict(config),
+        "args": asdict(args),
+        "config": shared_settings(config),
     }
     out = Path(args.output_dir)
     if state.is_main_process:

@@ -2,14 +2,16 @@
 
     hf-ext run set_cover                                  # shipped config (the benchmark's settings)
     hf-ext run set_cover n_columns="50000 1000000" time_limits="10 60"
-    hf-ext run set_cover quick=true                       # seconds: the end-to-end check
+    hf-ext run set_cover --config set_cover_quick         # seconds: the end-to-end check
 
 Generates Beasley-style (costs 1-100) and rail-like (costs 1-2) instances per seed, runs every method once for the
 largest budget in ``time_limits`` (the anytime curve of that run gives every smaller budget), and scores each by its
 final primal gap and primal integral against the best objective any method found on that instance. Writes
-``runs.csv``, ``results.json`` and ``gap_vs_time.png`` (primal gap against wall-clock seconds, log-log) to
-``output_dir``. GLNS's denoiser is trained on small instances once and cached before its clock starts
-(``default_denoiser``; about two minutes on 2 CPU cores the first time).
+``runs.csv``, ``results.json`` and ``gap_vs_time.png`` (primal gap against wall-clock seconds, log-log, a gap of 0
+drawn at 1e-4) to ``output_dir``. GLNS's denoiser is trained on small instances once and cached before its clock
+starts (``default_denoiser``; about two minutes on 2 CPU cores the first time). The LNS settings are
+:class:`LNSConfig`'s own fields but three, which each run sets: ``policy`` (the LNS method's), ``time_limit`` (the
+largest of ``time_limits``) and ``seed`` (the instance's).
 """
 
 import resource
@@ -36,15 +38,15 @@ from hf_ext.companion.combinatorial.set_cover import (
     rail_like,
     time_to_target,
 )
-from hf_ext.companion.combinatorial.set_cover.compare import METHODS, run_method
+from hf_ext.companion.combinatorial.set_cover.harness import LNS_METHODS, METHODS, run_method
 from hf_ext.plotting import plot_log_sweeps
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._settings import run_config, set_per_run, shared_settings
 
 # beasley (costs 1-100) and rail (costs 1-2) are the denoiser's training regimes; correlated (Beasley's structure,
 # a column costs its row count plus up to as much again, so every cost per row lies in 1-2) and rail_wide (rail's
 # structure, costs 1-1000) are held out from training
 FAMILIES = ("beasley", "rail", "correlated", "rail_wide")
-QUICK = {"n_columns": [3000], "time_limits": [1.0], "seeds": [0], "neighbourhood_size": 300, "sub_time_limit": 0.2}
 GAP_FLOOR = 1e-4  # a gap of 0 (the best run) is drawn at this floor on the log axis
 
 
@@ -55,17 +57,16 @@ class SetCoverArguments:
     n_columns: list[int] = field(default_factory=lambda: [50000], metadata={"help": "Instance sizes in columns."})
     columns_per_row: int = field(default=20, metadata={"help": "Rows = n_columns // columns_per_row (>= 1)."})
     beasley_rows_per_column: float = field(default=5.0, metadata={"help": "Mean rows a Beasley column covers."})
-    time_limits: list[float] = field(default_factory=lambda: [10.0], metadata={"help": "Wall-clock budgets, s."})
-    neighbourhood_size: int = field(default=2000, metadata={"help": "LNS: columns freed per subproblem."})
-    sub_time_limit: float = field(default=1.0, metadata={"help": "LNS: HiGHS seconds per subproblem."})
-    adapt_size: bool = field(default=False, metadata={"help": "LNS: adapt the neighbourhood size (LNSConfig)."})
+    time_limits: list[float] = field(
+        default_factory=lambda: [10.0],
+        metadata={"help": "Wall-clock budgets, s: every method runs for the largest, and is scored at each."},
+    )
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "Instance and search seeds."})
     glns_steps: int = field(default=10, metadata={"help": "GLNS: denoiser calls per neighbourhood (2..10)."})
     denoiser: str = field(
         default="", metadata={"help": "GLNS's checkpoint (hf-ext run set_cover_denoiser); empty: the cached default."}
     )
     output_dir: str = field(default="outputs/set_cover", metadata={"help": "Where the CSV, JSON and PNG go."})
-    quick: bool = field(default=False, metadata={"help": "3000 columns, 1 s, one seed: an end-to-end check."})
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -80,28 +81,28 @@ class SetCoverArguments:
             raise ValueError("SetCoverArguments: `beasley_rows_per_column` must be > 0")
         if not 2 <= self.glns_steps <= 10:
             raise ValueError(f"SetCoverArguments: `glns_steps` must be an integer in 2..10, got {self.glns_steps}")
-        self.lns_config()  # neighbourhood_size and sub_time_limit are checked by LNSConfig
 
-    def lns_config(self, seed: int = 0) -> LNSConfig:
-        return LNSConfig(
-            neighbourhood_size=self.neighbourhood_size,
-            sub_time_limit=self.sub_time_limit,
-            adapt_size=self.adapt_size,
-            time_limit=max(self.time_limits),
-            seed=seed,
-        )
+
+@dataclass
+class SetCoverLNSConfig(LNSConfig):
+    """The LNS settings every LNS method (GLNS, local, random) shares; ``policy``, ``time_limit`` and ``seed`` are
+    set for each run by :func:`lns_config`."""
+
+    policy: str = set_per_run(LNSConfig, "policy", by="the method (local_lns, random_lns)")
+    time_limit: float = set_per_run(LNSConfig, "time_limit", by="SetCoverArguments' `time_limits` (the largest)")
+    seed: int = set_per_run(LNSConfig, "seed", by="SetCoverArguments' `seeds` (the instance's)")
+
+
+def lns_config(method: str, seed: int, args: SetCoverArguments, lns: SetCoverLNSConfig) -> LNSConfig:
+    """One run's LNS settings: the shared ones, ``method``'s policy (the default where the method has none), the
+    largest budget and the instance's seed."""
+    policy = LNS_METHODS.get(method, LNSConfig.policy)
+    return run_config(LNSConfig, lns, policy=policy, time_limit=max(args.time_limits), seed=seed)
 
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((SetCoverArguments,))
-
-
-def parse_args(argv: list[str] | None) -> SetCoverArguments:
-    (args,) = parser(argv).parse_args_and_config(argv)
-    if args.quick:
-        args = SetCoverArguments(**(asdict(args) | QUICK))
-    return args
+    return TrlParser((SetCoverArguments, SetCoverLNSConfig))
 
 
 def make_instance(family: str, n_columns: int, seed: int, args: SetCoverArguments) -> SetCoverInstance:
@@ -144,7 +145,7 @@ def gap_curve(curve: dict, best: float, grid: np.ndarray) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
+    args, lns = parser(argv).parse_args_and_config(argv)
     out = Path(args.output_dir)
     state = PartialState(cpu=not torch.cuda.is_available())
     if not state.is_main_process:  # HiGHS and OR-Tools runs are timed: one process runs them, the others wait
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
         instance = make_instance(family, n_columns, seed, args)
         generate_seconds = time.perf_counter() - started
         curves = {
-            m: run_method(m, instance, budget, args.lns_config(seed), denoiser, args.glns_steps) for m in args.methods
+            m: run_method(m, instance, lns_config(m, seed, args, lns), denoiser, args.glns_steps) for m in args.methods
         }
         best = min(min(c["values"], default=np.inf) for c in curves.values())
         memory[f"{family}_{n_columns}"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (KiB units)
@@ -181,9 +182,9 @@ def main(argv: list[str] | None = None) -> dict:
         out / "gap_vs_time.png",
         "weighted set cover: primal gap to the best known vs wall-clock",
         "seconds",
-        {panel: "primal gap" for panel in panels},
+        {panel: f"primal gap (0 drawn at {GAP_FLOOR:g})" for panel in panels},
     )
-    results = {"summary": summary, "peak_rss_gib": memory, "args": asdict(args)}
+    results = {"summary": summary, "peak_rss_gib": memory, "args": asdict(args), "lns": shared_settings(lns)}
     write_results(out, results)
     for key, value in summary.items():
         print(

@@ -2,7 +2,7 @@
 
     hf-ext run set_cover_denoiser                          # the shipped settings: the default GLNS caches
     hf-ext run set_cover_denoiser examples=200 epochs=60 output_dir=outputs/denoiser_200
-    hf-ext run set_cover_denoiser quick=true               # seconds: the end-to-end check
+    hf-ext run set_cover_denoiser --config set_cover_denoiser_quick   # seconds: the end-to-end check
 
 Writes a checkpoint in save_pretrained's layout (``config.json`` with the architecture and these settings,
 ``model.safetensors``) that ``load_denoiser(output_dir)`` reads and ``hf-ext run set_cover denoiser=...`` uses,
@@ -21,18 +21,16 @@ from trl import TrlParser
 from hf_ext.companion.combinatorial.set_cover import DenoiserTrainingConfig, save_denoiser, train_denoiser
 from hf_ext.plotting import plot_curves
 from hf_ext.recipes._results import write_results
-
-QUICK = {"examples": 4, "epochs": 3, "region_size": 60, "instance_columns": 400}
+from hf_ext.recipes._settings import run_config
 
 
 @dataclass
 class SetCoverDenoiserArguments(DenoiserTrainingConfig):
     output_dir: str = field(default="outputs/set_cover_denoiser", metadata={"help": "Where the checkpoint goes."})
-    quick: bool = field(default=False, metadata={"help": "4 tiny examples, 3 epochs: an end-to-end check."})
 
     def training(self) -> DenoiserTrainingConfig:
-        settings = asdict(self) | (QUICK if self.quick else {})
-        return DenoiserTrainingConfig(**{k: settings[k] for k in asdict(DenoiserTrainingConfig())})
+        """The training settings alone, as the checkpoint stores them."""
+        return run_config(DenoiserTrainingConfig, self)
 
 
 def parser(argv: list[str] | None = None) -> TrlParser:

@@ -3,7 +3,11 @@ import json
 
 import pytest
 
-from hf_ext.recipes.cam import CAMArguments
+from hf_ext import cli
+from hf_ext.companion.combinatorial.cam import CAMConfig
+from hf_ext.recipes import shipped_config
+from hf_ext.recipes._settings import run_config
+from hf_ext.recipes.cam import CAMArguments, CAMSolverConfig, parser
 
 
 @pytest.mark.slow
@@ -12,7 +16,7 @@ def test_quick_run_on_two_processes_writes_rows_variances_and_plots(tmp_path, to
     script = tmp_path / "run_cam.py"
     script.write_text(
         "import sys\nfrom hf_ext.recipes import shipped_config\nfrom hf_ext.recipes.cam import main\n"
-        "main(['--config', str(shipped_config('cam')), '--quick', 'true', '--output_dir', sys.argv[1]])\n"
+        "main(['--config', str(shipped_config('cam_quick')), '--output_dir', sys.argv[1]])\n"
     )
     torchrun_two_processes(script)
     with (tmp_path / "runs.csv").open() as handle:
@@ -41,3 +45,23 @@ def test_quick_run_on_two_processes_writes_rows_variances_and_plots(tmp_path, to
 def test_bad_arguments_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=f"CAMArguments: {message}"):
         CAMArguments(**{field: value})
+
+
+def test_the_solver_settings_are_cam_configs_own_and_each_run_sets_problem_method_and_seed():
+    with pytest.raises(ValueError, match="CAMSolverConfig: `steps` must be an integer >= 1, got 0"):
+        CAMSolverConfig(steps=0)
+    _, config = parser().parse_args_and_config(["--config", str(shipped_config("cam_quick")), "--steps", "6"])
+    run = run_config(CAMConfig, config, problem="maxcut", method="reinforce", seed=2)
+    assert type(run) is CAMConfig
+    assert (run.problem, run.method, run.seed, run.steps, run.chains) == ("maxcut", "reinforce", 2, 6, 4)
+    settings = cli.recipe_help("cam", None, [])
+    assert "\n  problems: list[str]" in settings and "\n  problem:" not in settings and "\n  method:" not in settings
+    with pytest.raises(ValueError, match="unknown setting 'method'"):
+        cli.check_settings("cam", cli.recipe_argv("cam", None, ["method=reinforce"]))
+
+
+def test_a_setting_given_with_the_quick_config_is_kept():
+    """The quick mode was a dict applied over the parsed settings: `quick=true train_nodes=...` lost the nodes."""
+    flags = ["--config", str(shipped_config("cam_quick")), "--train_nodes", "10", "12", "--chains", "2"]
+    args, config = parser().parse_args_and_config(flags)
+    assert (args.train_nodes, args.eval_graphs, config.chains, config.steps) == ([10, 12], 2, 2, 4)

@@ -52,20 +52,21 @@ class CAMConfig:
 
     def __post_init__(self):
         check_finite_fields(self, allow_infinite=("train_seconds",))
-        check_problem("CAMConfig", self.problem)
+        owner = type(self).__name__  # also a recipe's subclass
+        check_problem(owner, self.problem)
         if self.method not in METHODS:
-            raise ValueError(f"CAMConfig: `method` must be one of {list(METHODS)}, got {self.method!r}")
+            raise ValueError(f"{owner}: `method` must be one of {list(METHODS)}, got {self.method!r}")
         for name in ("steps", "chains", "hidden", "layers", "train_steps", "graphs_per_step"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"CAMConfig: `{name}` must be an integer >= 1, got {value!r}")
+                raise ValueError(f"{owner}: `{name}` must be an integer >= 1, got {value!r}")
         for name in ("beta", "learning_rate", "train_seconds", "tau_start", "tau_end", "max_grad_norm"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"CAMConfig: `{name}` must be > 0, got {getattr(self, name)!r}")
+                raise ValueError(f"{owner}: `{name}` must be > 0, got {getattr(self, name)!r}")
         if self.base_flip is not None and not 0 < self.base_flip < 1:
-            raise ValueError(f"CAMConfig: `base_flip` must be in (0, 1), got {self.base_flip!r}")
+            raise ValueError(f"{owner}: `base_flip` must be in (0, 1), got {self.base_flip!r}")
         if self.tau_end > self.tau_start:
-            raise ValueError(f"CAMConfig: `tau_end` must be <= tau_start ({self.tau_start}), got {self.tau_end}")
+            raise ValueError(f"{owner}: `tau_end` must be <= tau_start ({self.tau_start}), got {self.tau_end}")
 
     @property
     def reference_flip(self) -> float:

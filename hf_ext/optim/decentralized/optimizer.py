@@ -51,7 +51,8 @@ class DecentralizedSGD(OptimizerWrapper):
 
     At construction every worker takes rank 0's parameters (as DDP does), so all start from one point.
     ``param_groups`` and ``state`` are the base's; ``state_dict()`` adds the gossip round counter, which
-    a time-varying topology needs to resume in phase.
+    a time-varying topology needs to resume in phase. ``add_param_group`` is collective (every worker calls it):
+    the new parameters start from rank 0's values and are gossiped from then on.
     """
 
     def __init__(
@@ -79,25 +80,35 @@ class DecentralizedSGD(OptimizerWrapper):
         self.topology = topology
         self.order = order
         self.rounds = 0
-        params = [p for group_ in base_optimizer.param_groups for p in group_["params"]]
-        self.buckets = _buckets(params, bucket_cap_mb * 2**20)
-        flats = self._flatten()
+        self.bucket_cap_bytes = bucket_cap_mb * 2**20
+        self.buckets = _buckets(self._params(), self.bucket_cap_bytes)
+        self._take_rank_zeros(self.buckets)
+
+    def _params(self) -> list[nn.Parameter]:
+        return [p for group in self.param_groups for p in group["params"]]
+
+    def _take_rank_zeros(self, buckets: list[list[nn.Parameter]]) -> None:
+        flats = self._flatten(buckets)
         self.communicator.broadcast_(flats)
-        self._unflatten(flats)
+        self._unflatten(flats, buckets)
 
-    def state_dict(self) -> dict:
-        return {**self.base_optimizer.state_dict(), "gossip_rounds": self.rounds}
+    def add_param_group(self, param_group: dict) -> None:
+        """The base's, then its parameters join the gossip, starting from rank 0's values (collective)."""
+        super().add_param_group(param_group)
+        self.buckets = _buckets(self._params(), self.bucket_cap_bytes)
+        self._take_rank_zeros(_buckets(self.param_groups[-1]["params"], self.bucket_cap_bytes))
 
-    def load_state_dict(self, state_dict: dict) -> None:
-        state_dict = dict(state_dict)
-        self.rounds = int(state_dict.pop("gossip_rounds", 0))
-        self.base_optimizer.load_state_dict(state_dict)
+    def wrapper_state_dict(self) -> dict:
+        return {"gossip_rounds": self.rounds}
 
-    def _flatten(self) -> list[torch.Tensor]:
-        return [torch.cat([p.detach().reshape(-1) for p in bucket]) for bucket in self.buckets]
+    def load_wrapper_state_dict(self, state_dict: dict) -> None:
+        self.rounds = int(state_dict.get("gossip_rounds", 0))
 
-    def _unflatten(self, flats: list[torch.Tensor]) -> None:
-        for bucket, flat in zip(self.buckets, flats, strict=True):
+    def _flatten(self, buckets: list[list[nn.Parameter]] | None = None) -> list[torch.Tensor]:
+        return [torch.cat([p.detach().reshape(-1) for p in bucket]) for bucket in buckets or self.buckets]
+
+    def _unflatten(self, flats: list[torch.Tensor], buckets: list[list[nn.Parameter]] | None = None) -> None:
+        for bucket, flat in zip(buckets or self.buckets, flats, strict=True):
             for p, part in zip(bucket, flat.split([p.numel() for p in bucket]), strict=True):
                 p.detach().copy_(part.view_as(p))
 

@@ -56,6 +56,7 @@ def update(rank: int, world: int) -> dict:
         loss.backward()
         optimizer.step()
         results[order] = (before, target, torch.cat([p.detach().clone() for p in params]), len(optimizer.buckets))
+    results["added"] = added_group(rank)
     # consensus: zero gradients, so gossip alone moves the workers to their mean
     params = _params(0)
     optimizer = DecentralizedSGD(torch.optim.SGD(params, lr=0.1), "ring")
@@ -73,6 +74,20 @@ def update(rank: int, world: int) -> dict:
     results["consensus"] = (distances, mean / world, torch.cat([p.detach().clone() for p in params]))
     results["spectral_gap"] = optimizer.topology.spectral_gap()
     return results
+
+
+def added_group(rank: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A parameter added by add_param_group: rank 0's value on joining, then gossiped like the others (lr 0)."""
+    optimizer = DecentralizedSGD(torch.optim.SGD(_params(0), lr=0.0), "ring")
+    extra = nn.Parameter(torch.full((2,), float(rank)))
+    optimizer.add_param_group({"params": [extra]})
+    joined = extra.detach().clone()
+    with torch.no_grad():
+        extra.copy_(torch.full((2,), float(rank)))
+    before = extra.detach().clone()
+    extra.grad = torch.zeros(2)
+    optimizer.step()
+    return joined, before, extra.detach().clone()
 
 
 def refuse(rank: int, world: int) -> dict:

@@ -57,6 +57,17 @@ def test_state_dict_round_trip_keeps_the_round_counter():
     assert fresh.state_dict() == state
 
 
+def test_an_added_group_joins_the_gossip_buckets():
+    model = _model()
+    optimizer = DecentralizedSGD(torch.optim.SGD(model.parameters(), lr=0.1))
+    extra = nn.Parameter(torch.ones(5))
+    optimizer.add_param_group({"params": [extra], "lr": 0.2})
+    assert any(p is extra for bucket in optimizer.buckets for p in bucket)
+    assert sum(p.numel() for bucket in optimizer.buckets for p in bucket) == 15 + 8 + 5
+    with pytest.raises(ValueError, match="DecentralizedSGD: `lr` of a param group must be >= 0, got -1.0"):
+        optimizer.add_param_group({"params": [nn.Parameter(torch.ones(1))], "lr": -1.0})
+
+
 def test_param_groups_are_the_base_optimizers():
     model = _model()
     base = torch.optim.SGD(model.parameters(), lr=0.1)

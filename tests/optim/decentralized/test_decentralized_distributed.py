@@ -83,6 +83,10 @@ def test_update_rules_and_consensus_on_4_processes(four_ranks):
         expected = ring @ (x - lr * gradient) if order == "atc" else ring @ x - lr * gradient  # by hand
         torch.testing.assert_close(torch.stack([rank[order][2] for rank in ranks]), expected, msg=order)
         assert ranks[0][order][3] == 3  # three buckets: the messages were split as asked
+    joined = torch.stack([rank["added"][0] for rank in ranks])
+    assert torch.equal(joined, torch.zeros(4, 2))  # an added parameter starts from rank 0's value on every worker
+    before, after = torch.stack([rank["added"][1] for rank in ranks]), torch.stack([rank["added"][2] for rank in ranks])
+    torch.testing.assert_close(after, ring @ before)  # and is gossiped (it never was: not in the buckets)
     distances, mean, _ = ranks[0]["consensus"]
     assert distances[0] > 0.5
     gap = ranks[0]["spectral_gap"]

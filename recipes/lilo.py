@@ -2,7 +2,7 @@
 
     hf-ext run lilo                                              # shipped config (SmolLM2-135M, local)
     hf-ext run lilo backend=http base_url=http://127.0.0.1:8000/v1 environments=dtlz2
-    hf-ext run lilo quick=true                                   # one seed, one round: the end-to-end check
+    hf-ext run lilo --config lilo_quick                          # one seed, one round: the end-to-end check
 
 Runs every environment x method x seed: an initial Sobol design, then ``rounds`` rounds of
 feedback and ``batch_size`` new points each, the simulated decision maker answering in words and
@@ -40,10 +40,9 @@ from hf_ext.companion.bo.lilo import (
 from hf_ext.companion.bo.lilo.backends import PREFILL_MODES
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._settings import run_config, set_per_run, shared_settings
 
 BACKENDS = ("local", "http")
-QUICK = {"environments": ["dtlz2"], "seeds": [0]}
-QUICK_CONFIG = {"rounds": 1, "samples": 1, "pairs_per_round": 1}
 
 
 @dataclass
@@ -76,7 +75,6 @@ class LILOArguments:
     max_new_tokens: int = field(default=32, metadata={"help": "Tokens per LLM answer (>= 1)."})
     temperature: float = field(default=0.7, metadata={"help": "LLM sampling temperature (0 = greedy)."})
     output_dir: str = field(default="outputs/lilo", metadata={"help": "Where results, plot and transcripts go."})
-    quick: bool = field(default=False, metadata={"help": "One environment, one seed, one round: an end-to-end check."})
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -108,24 +106,24 @@ class LILOArguments:
         )
 
 
+@dataclass
+class LILORecipeConfig(LILOConfig):
+    """LILO's settings shared by every run; each run's seed is one of LILOArguments' ``seeds``."""
+
+    seed: int = set_per_run(LILOConfig, "seed", by="LILOArguments' `seeds`")
+
+
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((LILOArguments, LILOConfig))
+    return TrlParser((LILOArguments, LILORecipeConfig))
 
 
-def parse_args(argv: list[str] | None) -> tuple[LILOArguments, LILOConfig]:
-    args, config = parser(argv).parse_args_and_config(argv)
-    if args.quick:
-        args, config = LILOArguments(**asdict(args) | QUICK), LILOConfig(**asdict(config) | QUICK_CONFIG)
-    return args, config
-
-
-def run_one(args: LILOArguments, config: LILOConfig, backend, environment: str, method: str, seed: int) -> dict:
+def run_one(args: LILOArguments, config: LILORecipeConfig, backend, environment: str, method: str, seed: int) -> dict:
     """One run (resumed from its transcript): per-round true-utility gap, label counts, LLM calls, seconds."""
     env = make_environment(environment)
     transcript = Path(args.output_dir) / "transcripts" / environment / method / f"seed_{seed}.jsonl"
     start = time.perf_counter()
-    loop = LILO(env, backend, LILOConfig(**asdict(config) | {"seed": seed}), method, transcript_file=transcript)
+    loop = LILO(env, backend, run_config(LILOConfig, config, seed=seed), method, transcript_file=transcript)
     results = loop.run()
     return {
         "environment": environment,
@@ -161,7 +159,7 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args, config = parse_args(argv)
+    args, config = parser(argv).parse_args_and_config(argv)
     # No TrainingArguments here: ask for the CPU processes directly, or every process would run every job.
     state = PartialState(cpu=not torch.cuda.is_available())
     backend = args.make_backend()
@@ -170,7 +168,7 @@ def main(argv: list[str] | None = None) -> dict:
     bar = tqdm(mine, desc="lilo", unit="run", disable=not state.is_main_process)
     local = [run_one(args, config, backend, *job) for job in bar]
     runs = gather_object(local) if state.num_processes > 1 else local
-    results = {"summary": summarize(runs), "runs": runs, "args": asdict(args), "config": asdict(config)}
+    results = {"summary": summarize(runs), "runs": runs, "args": asdict(args), "config": shared_settings(config)}
     out = Path(args.output_dir)
     if state.is_main_process:
         write_results(out, results)

@@ -1,13 +1,14 @@
+import dataclasses
 import json
 
 import pytest
 
 from hf_ext.recipes import shipped_config
-from hf_ext.recipes.lilo import LILOArguments, main
+from hf_ext.recipes.lilo import LILOArguments, main, parser
 
 
 def _flags(tmp_path, *extra):
-    return ["--config", str(shipped_config("lilo")), "--quick", "true", "--output_dir", str(tmp_path), *extra]
+    return ["--config", str(shipped_config("lilo_quick")), "--output_dir", str(tmp_path), *extra]
 
 
 def test_quick_run_of_the_baselines_writes_results_plot_and_transcripts(tmp_path, capfd):
@@ -22,6 +23,16 @@ def test_quick_run_of_the_baselines_writes_results_plot_and_transcripts(tmp_path
     transcript = tmp_path / "transcripts" / "dtlz2" / "preferential" / "seed_0.jsonl"
     assert sum(json.loads(line)["kind"] == "evaluation" for line in transcript.read_text().splitlines()) == 6
     assert "dtlz2/random: final gap" in capfd.readouterr().out
+
+
+def test_each_run_takes_its_seed_from_seeds_and_the_rest_from_the_parsed_config(tmp_path):
+    """Issue 38: LILOConfig's `seed` was a setting that every run replaced by one of `seeds`."""
+    _, config = parser().parse_args_and_config(_flags(tmp_path))
+    assert "seed" not in {field.name for field in dataclasses.fields(config) if field.init}
+    results = main(_flags(tmp_path, "--seeds", "3", "--rounds", "2", "--methods", "random"))
+    assert results["config"]["rounds"] == 2 and "seed" not in results["config"]
+    stored = json.loads((tmp_path / "transcripts" / "dtlz2" / "random" / "seed_3.settings.json").read_text())
+    assert (stored["config"]["seed"], stored["config"]["rounds"]) == (3, 2)
 
 
 def test_bad_arguments_are_refused_by_name():
@@ -53,7 +64,7 @@ def test_quick_run_with_smollm2_labels_and_proposes(tmp_path):
 
 @pytest.mark.slow
 def test_two_cpu_processes_share_the_runs_out(tmp_path, run_on_two_processes):
-    stdout = run_on_two_processes("lilo", ["quick=true", "methods=preferential random"])
+    stdout = run_on_two_processes("lilo", ["--config", "lilo_quick", "methods=preferential random"])
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert sorted(run["method"] for run in runs) == ["preferential", "random"]  # each run once, from either rank
     assert stdout.count("dtlz2/preferential: final gap") == 1  # the summary printed once

@@ -2,7 +2,7 @@
 
     torchrun --nproc_per_node=4 recipes/dsgd.py --config recipes/configs/dsgd.yaml   # 4 workers
     hf-ext run dsgd problem=mlp                                                      # 1 worker
-    hf-ext run dsgd quick=true                                                       # seconds: the check
+    hf-ext run dsgd --config dsgd_quick                                              # seconds: the check
 
 Each process is one worker holding one shard of the data (``split="sorted"``: sorted by label, so the
 workers' objectives differ, the hard case for gossip). Problems: ``logreg``, L2-regularised logistic
@@ -48,8 +48,6 @@ PROBLEMS = ("logreg", "mlp", "lm")
 SPLITS = ("sorted", "iid")
 ORDERS = ("atc", "cta")
 QUANTILES = (0.5, 0.9, 0.95)
-QUICK = {"seeds": [0, 1], "eval_every": 5, "corpus_files": 8}
-QUICK_STEPS = 10
 ERROR_LABELS = {
     "logreg": "||x_bar - x*||^2",
     "mlp": "training loss at x_bar",
@@ -80,7 +78,6 @@ class DSGDArguments:
     block_size: int = field(default=64, metadata={"help": "Tokens per block for `lm`."})
     corpus_files: int = field(default=40, metadata={"help": "Standard-library files in the `lm` corpus."})
     compare_ddp: bool = field(default=True, metadata={"help": "Also run plain SGD under DDP (all-reduce)."})
-    quick: bool = field(default=False, metadata={"help": "2 seeds, 10 steps: an end-to-end check."})
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -104,14 +101,6 @@ class DSGDArguments:
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The recipe's parser: :class:`DSGDArguments` and ``TrainingArguments`` (lr, steps, batch, output_dir)."""
     return TrlParser((DSGDArguments, TrainingArguments))
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[DSGDArguments, TrainingArguments]:
-    script_args, training_args = parser(argv).parse_args_and_config(argv)
-    if script_args.quick:
-        script_args = dataclasses.replace(script_args, **QUICK)
-        training_args = dataclasses.replace(training_args, max_steps=QUICK_STEPS)
-    return script_args, training_args
 
 
 @dataclass
@@ -333,7 +322,7 @@ def write_outputs(out: Path, results: dict, curves: dict[str, list[dict]]) -> No
 
 
 def main(argv: list[str] | None = None) -> dict:
-    script_args, training_args = parse_args(argv)
+    script_args, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
     world, rank = state.num_processes, state.process_index
     runnable, skipped = [], []

@@ -7,13 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from hf_ext.cli import recipes_dir
-from hf_ext.recipes.dsgd import DSGDArguments, logistic_problem, main, parse_args
+from hf_ext.recipes import recipes_dir, shipped_config
+from hf_ext.recipes.dsgd import DSGDArguments, logistic_problem, main, parser
 
 
 def _flags(tmp_path, *extra):
-    config = str(recipes_dir() / "configs" / "dsgd.yaml")
-    return ["--config", config, "--quick", "true", "--output_dir", str(tmp_path), *extra]
+    return ["--config", str(shipped_config("dsgd_quick")), "--output_dir", str(tmp_path), *extra]
 
 
 def test_the_logistic_optimum_is_exact():
@@ -67,7 +66,7 @@ def test_quick_run_end_to_end(tmp_path, problem):
 )
 def test_bad_arguments_name_the_field(tmp_path, flags, message):
     with pytest.raises(ValueError, match=message):
-        parse_args(_flags(tmp_path, *flags))
+        parser().parse_args_and_config(_flags(tmp_path, *flags))
 
 
 @pytest.mark.slow

@@ -9,7 +9,8 @@ logs, with the two-sided sign-test p-value. It then measures directly, on bbob-n
 population: the dispersion of the mean update (its variance over fresh noise, summed over coordinates) with
 RB-PEM's expected weights against hard log-rank weights, and the bias between them; and the bootstrap's time per
 generation against the hard weights' (median of many calls). JSON on the last line. About 15 minutes on 2 CPU
-cores; a rerun into the same ``--output-dir`` reuses the COCO runs already done.
+cores; a rerun into the same ``--output-dir`` reuses the COCO runs already done. COCO's own post-processing of
+the same runs: ``python -m cocopp -o <output-dir>/pem/ppdata <output-dir>/pem/coco/exdata/*``.
 """
 
 import argparse
@@ -94,7 +95,10 @@ def main() -> None:
         summary[f"{row['challenger']}_vs_{row['baseline']}_{row['budget']}"] = (
             f"{row['wins']}/{row['losses']}/{row['ties']} p={row['p_value']:.3g}"
         )
-    summary["tasks"] = {name: f"{v['mean']:.4g} +- {v['std']:.2g}" for name, v in results["tasks"].items()}
+    summary["tasks"] = {
+        name: f"{v['mean']:.4g} +- {v['std']:.2g} (at xbest: {v['mean_at_xbest']:.4g})"
+        for name, v in results["tasks"].items()
+    }
     dispersion = {}
     for function in DISPERSION_FUNCTIONS:
         runs = [update_dispersion(function, args.dimension, seed, args.trials) for seed in args.seeds]

@@ -15,8 +15,9 @@ es = SepCMAES(np.full(10, 3.0), ESConfig(weights="rb_pem", max_evaluations=3000,
 while not es.stop():
     X = es.ask()  # a new population, or re-evaluations of the candidates at the elite boundary
     es.tell(X, [noisy_sphere(x) for x in X])
-mean = es.result["xfavorite"]
-print(f"RB-PEM: {es.result['evaluations']} evaluations, {es.generation} generations, |mean|^2 = {mean @ mean:.2e}")
+result = es.result  # pycma's names: xfavorite (the mean), xbest (the best point evaluated), ...
+mean = result.xfavorite
+print(f"RB-PEM: {result.evaluations} evaluations, {result.iterations} generations, |mean|^2 = {mean @ mean:.2e}")
 
 config = CocoConfig(
     methods=["rb_pem", "sep_cma"],
@@ -24,7 +25,7 @@ config = CocoConfig(
     instances=[1],
     dimension=5,
     budget_multipliers=[100],
-    result_folder="outputs/pem_example/coco",  # COCO's folders (for cocopp) and index.jsonl (for resuming)
+    result_folder="outputs/pem_example/coco",  # exdata/<method>_<k>D/ for cocopp; index.jsonl for resuming
     workers=1,
 )
 for run in run_coco(config):

@@ -2,16 +2,20 @@
 
     hf-ext run pem                                   # shipped config (the benchmark's settings)
     hf-ext run pem functions="101 107 125" instances="1 2"
-    hf-ext run pem quick=true                        # seconds: the end-to-end check
+    hf-ext run pem --config pem_quick                # seconds: the end-to-end check (its fields can be overridden)
 
 Runs every method on every (function, instance) of bbob-noisy at ``dimension`` for each budget (k D
 evaluations, re-evaluations included), through ``cocoex``'s observer: COCO's result folders go to
-``output_dir/coco/<method>_<k>D/`` (``cocopp`` reads them) and a rerun skips the runs already listed in
-``output_dir/coco/index.jsonl``. Then each method on the external noisy tasks (a scikit-learn hyperparameter
-search and a cart-pole policy), one run per task seed. Writes ``runs.csv`` (final best noise-free f - f_opt per
+``output_dir/coco/exdata/<method>_<k>D/``, one per algorithm, so that ``python -m cocopp
+output_dir/coco/exdata/*`` compares them. A rerun into the same ``output_dir`` skips the runs already listed
+in ``output_dir/coco/index.jsonl``; ``methods``, ``functions``, ``instances``, ``dimension`` and
+``budget_multipliers`` only choose which runs are made and may change between reruns, but a rerun with another
+``seed`` is refused before any work (``output_dir/coco/settings.json``; cocopp would pool the two seeds). Then
+each method on the external noisy tasks (a scikit-learn hyperparameter search and a cart-pole policy), one run
+per task seed, judged at the method's final mean. Writes ``runs.csv`` (final best noise-free f - f_opt per
 run), ``winloss.csv`` (wins/losses/ties and the sign-test p-value of each challenger against each other method,
 per budget), ``tasks.csv``, ``results.json``, ``ecdf.png`` (fraction of COCO's 51 targets reached against
-evaluations / D) and ``winloss.png`` to ``output_dir``.
+evaluations / D) and ``winloss.png`` to ``output_dir``, for the runs of this invocation's settings.
 """
 
 import statistics
@@ -27,23 +31,13 @@ from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
 from hf_ext.companion.es import METHODS, CocoConfig, run_coco
+from hf_ext.companion.es.coco import EXDATA
 from hf_ext.companion.es.compare import ecdf, wins_losses
 from hf_ext.companion.es.tasks import TASKS, run_task
 from hf_ext.plotting import plot_bands, plot_grouped_bars
 from hf_ext.recipes._results import write_results, write_rows
 
 CHALLENGERS = ("rb_pem", "probe_switch")
-QUICK = {
-    "methods": ["rb_pem", "probe_switch", "sep_cma", "pycma_noise"],
-    "functions": [101, 125],
-    "instances": [1],
-    "dimension": 2,
-    "budget_multipliers": [20],
-    "tasks": ["cartpole"],
-    "task_seeds": [0],
-    "task_budget_multiplier": 10,
-    "task_repeats": 5,
-}
 
 
 @dataclass
@@ -65,7 +59,6 @@ class PemArguments:
     task_repeats: int = field(default=30, metadata={"help": "Fresh evaluations that judge a task's result (>= 1)."})
     workers: int = field(default=2, metadata={"help": "Runs in parallel (processes, >= 1)."})
     output_dir: str = field(default="outputs/pem", metadata={"help": "Where COCO's folders, CSV, JSON and PNG go."})
-    quick: bool = field(default=False, metadata={"help": "D = 2, two functions, one instance: an end-to-end check."})
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -97,8 +90,6 @@ def parser(argv: list[str] | None = None) -> TrlParser:
 
 def parse_args(argv: list[str] | None) -> PemArguments:
     (args,) = parser(argv).parse_args_and_config(argv)
-    if args.quick:
-        args = PemArguments(**(asdict(args) | QUICK))
     return args
 
 
@@ -126,12 +117,17 @@ def run_tasks(args: PemArguments) -> list[dict]:
 
 
 def summarize_tasks(task_runs: list[dict]) -> dict:
+    """Mean and std over seeds of each (task, method)'s expected value at its mean, and the mean at its xbest."""
     grouped = defaultdict(list)
     for run in task_runs:
-        grouped[f"{run['task']}/{run['method']}"].append(run["expected"])
+        grouped[f"{run['task']}/{run['method']}"].append(run)
     return {
-        name: {"mean": statistics.fmean(v), "std": statistics.stdev(v) if len(v) > 1 else 0.0}
-        for name, v in grouped.items()
+        name: {
+            "mean": statistics.fmean(run["expected"] for run in runs),
+            "std": statistics.stdev(run["expected"] for run in runs) if len(runs) > 1 else 0.0,
+            "mean_at_xbest": statistics.fmean(run["expected_xbest"] for run in runs),
+        }
+        for name, runs in grouped.items()
     }
 
 
@@ -152,7 +148,8 @@ def main(argv: list[str] | None = None) -> dict:
     if not state.is_main_process:  # the pool below already uses the cores; the other ranks only wait
         state.wait_for_everyone()
         return {}
-    records = run_coco(args.coco_config())
+    coco = args.coco_config()
+    records = run_coco(coco)
     task_runs = run_tasks(args) if args.tasks else []
     table = win_loss_table(records, args)
     out.mkdir(parents=True, exist_ok=True)
@@ -177,6 +174,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name, value in results["tasks"].items():
         print(f"{name}: {value['mean']:.4g} +- {value['std']:.2g}")
     print(f"wrote {out / 'runs.csv'}, {out / 'winloss.csv'}, {out / 'results.json'}, {out / 'ecdf.png'}")
+    print(f"COCO's post-processing: python -m cocopp -o {out / 'ppdata'} {Path(coco.result_folder) / EXDATA}/*")
     state.wait_for_everyone()
     return results
 

@@ -1,32 +1,54 @@
 import csv
 import json
+import re
 
 import pytest
 
-from hf_ext.recipes import recipes_dir
-from hf_ext.recipes.pem import PemArguments, main
+from hf_ext import cli
+from hf_ext.recipes import shipped_config
+from hf_ext.recipes.pem import PemArguments, main, parse_args
+
+QUICK = ["--config", str(shipped_config("pem_quick"))]
 
 
-def _flags(tmp_path, *extra):
-    config = str(recipes_dir() / "configs" / "pem.yaml")
-    return ["--config", config, "--quick", "true", "--output_dir", str(tmp_path), "--workers", "1", *extra]
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """The shipped quick config run once into a fresh folder: (folder, results)."""
+    out = tmp_path_factory.mktemp("pem")
+    return out, main([*QUICK, "--output_dir", str(out), "--workers", "1"])
 
 
-def test_quick_run_writes_coco_folders_csv_json_png(tmp_path, capfd):
-    results = main(_flags(tmp_path))
-    with (tmp_path / "runs.csv").open() as handle:
+def test_quick_run_writes_coco_folders_csv_json_png(quick_run, capfd):
+    out, results = quick_run
+    with (out / "runs.csv").open() as handle:
         runs = list(csv.DictReader(handle))
     assert len(runs) == 4 * 2  # methods x functions (one instance, one budget)
     assert all(int(run["evaluations"]) == 20 * 2 for run in runs)
-    assert (tmp_path / "coco" / "rb_pem_20D" / "f101_i01_d2" / "bbobexp_f101.info").exists()
-    with (tmp_path / "winloss.csv").open() as handle:
+    assert (out / "coco" / "exdata" / "rb_pem_20D" / "f101_i01_d2" / "bbobexp_f101.info").exists()
+    with (out / "winloss.csv").open() as handle:
         table = list(csv.DictReader(handle))
     assert len(table) == 2 * 3  # each challenger against the three other methods
     assert all(int(r["wins"]) + int(r["losses"]) + int(r["ties"]) == 2 for r in table)
-    assert json.loads((tmp_path / "results.json").read_text())["winloss"] == results["winloss"]
+    assert json.loads((out / "results.json").read_text())["winloss"] == results["winloss"]
     assert set(results["tasks"]) == {f"cartpole/{m}" for m in ("rb_pem", "probe_switch", "sep_cma", "pycma_noise")}
-    assert (tmp_path / "ecdf.png").stat().st_size > 1000 and (tmp_path / "winloss.png").stat().st_size > 1000
-    assert "rb_pem vs sep_cma at 20D:" in capfd.readouterr().out
+    assert all({"mean", "std", "mean_at_xbest"} <= set(summary) for summary in results["tasks"].values())
+    assert (out / "ecdf.png").stat().st_size > 1000 and (out / "winloss.png").stat().st_size > 1000
+
+
+def test_a_rerun_with_another_seed_is_refused_before_any_work(quick_run):
+    out, _ = quick_run
+    before = {name: (out / name).read_bytes() for name in ("runs.csv", "results.json", "ecdf.png")}
+    message = rf"cannot resume the bbob-noisy runs in {re.escape(str(out / 'coco'))} .*seed: stored 0, now 1\."
+    with pytest.raises(ValueError, match=message):
+        main([*QUICK, "--output_dir", str(out), "--workers", "1", "--seed", "1"])
+    assert {name: (out / name).read_bytes() for name in before} == before
+
+
+def test_a_field_set_by_the_user_wins_over_the_quick_config():
+    # Reported: `hf-ext run pem quick=true dimension=3` ran D = 2.
+    args = parse_args([*QUICK, "--dimension", "3"])
+    assert args.dimension == 3 and args.functions == [101, 125] and args.budget_multipliers == [20]
+    cli.check_settings("pem", cli.recipe_argv("pem", "pem_quick", ["dimension=3"]))
 
 
 @pytest.mark.parametrize(
@@ -44,7 +66,8 @@ def test_refuses_bad_settings(fields, message):
 
 @pytest.mark.slow
 def test_two_processes_run_the_jobs_once(run_on_two_processes, tmp_path):
-    out = run_on_two_processes("pem", ["quick=true", "workers=1"])
+    out = run_on_two_processes("pem", ["--config", "pem_quick", "workers=1"])
     assert out.count("rb_pem vs sep_cma at 20D:") == 1 and out.count("cartpole/rb_pem:") == 1
+    assert f"python -m cocopp -o {tmp_path / 'ppdata'} {tmp_path / 'coco' / 'exdata'}/*" in out
     index = (tmp_path / "coco" / "index.jsonl").read_text().splitlines()
     assert len(index) == 4 * 2

@@ -1,14 +1,15 @@
 """Evolution strategies for noisy objectives: sep-CMA-ES with PEM recombination weights, on COCO's bbob-noisy.
 
-The ES itself needs only numpy; the COCO runner needs the ``[es]`` extra (``coco-experiment``, and ``cma`` for
-the pycma baselines).
+The ES itself needs only numpy; the COCO runner needs the ``[es]`` extra (``coco-experiment``, ``cma`` for the
+pycma baselines, and ``cocopp`` to post-process the result folders).
 """
 
-from .coco import CocoConfig, read_index, run_coco
+from .coco import CocoConfig, algorithm_folders, read_index, run_coco
 from .config import ESConfig
-from .restarts import minimize
+from .harness import METHODS, solve
+from .minimizer import minimize
+from .result import ESResult, MinimizeResult
 from .sep_cma import SepCMAES, make_weight_scheme
-from .solvers import METHODS, solve
 from .weights import (
     LogWeights,
     ProbeAndSwitch,
@@ -23,11 +24,14 @@ __all__ = [
     "METHODS",
     "CocoConfig",
     "ESConfig",
+    "ESResult",
     "LogWeights",
+    "MinimizeResult",
     "ProbeAndSwitch",
     "ResidualBootstrapPEM",
     "SepCMAES",
     "WeightScheme",
+    "algorithm_folders",
     "elite_flip_rate",
     "expected_weights",
     "log_weights",

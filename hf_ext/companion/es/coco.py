@@ -1,9 +1,14 @@
 """Run the ES methods on COCO's bbob-noisy (f101-f130) through ``cocoex``, writing COCO's standard result folders.
 
-Each (method, budget, function, instance) run gets its own observer folder
-``<result_folder>/<method>_<k>D/f<fff>_i<ii>_d<D>/`` (what ``cocopp`` reads), and one line in
-``<result_folder>/index.jsonl`` once complete: a rerun skips the runs listed there and redoes a run that was
-cut off (its folder is removed first, since cocoex would otherwise write to a renamed copy).
+``<result_folder>/exdata/`` holds one folder per algorithm, ``<method>_<k>D`` (the method at budget k D), and
+nothing else, so that ``python -m cocopp <result_folder>/exdata/*`` compares the algorithms (cocopp names each
+after its folder, and pools everything under one folder into one algorithm). Inside it, each (function,
+instance, dimension) run has its own observer folder ``f<fff>_i<ii>_d<D>/`` (runs are made in parallel
+processes, and an observer writes to a folder of its own); cocopp reads them recursively as one algorithm.
+Beside ``exdata/``, ``index.jsonl`` lists each run once complete: a rerun skips the runs listed there whose
+folder is present and redoes the others (a cut-off run's folder is removed first, since cocoex would otherwise
+write to a renamed copy). ``settings.json`` holds the seed, and a rerun with another seed is refused: cocopp
+would read two seeds of one instance as two trials.
 """
 
 import json
@@ -15,9 +20,10 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
 
-from .solvers import METHODS, solve
+from .harness import METHODS, solve
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +31,8 @@ DIMENSIONS = (2, 3, 5, 10, 20, 40)
 FUNCTIONS = tuple(range(101, 131))
 INSTANCES = tuple(range(1, 16))
 INDEX = "index.jsonl"
+SETTINGS = "settings.json"
+EXDATA = "exdata"  # COCO's name for the folder of algorithm folders
 
 
 @dataclass
@@ -43,7 +51,10 @@ class CocoConfig:
         default_factory=lambda: [100], metadata={"help": "Budgets in evaluations per dimension (k D each, k >= 1)."}
     )
     seed: int = field(default=0, metadata={"help": "Seeds every method's randomness (the same for all methods)."})
-    result_folder: str = field(default="outputs/pem/coco", metadata={"help": "Where COCO's folders and the index go."})
+    result_folder: str = field(
+        default="outputs/pem/coco",
+        metadata={"help": "Where COCO's folders (exdata/<method>_<k>D/), the index and the settings go."},
+    )
     workers: int = field(default=2, metadata={"help": "Runs in parallel over (function, instance) (processes, >= 1)."})
 
     def __post_init__(self):
@@ -88,11 +99,22 @@ def read_index(result_folder: str | Path) -> list[dict]:
     return records
 
 
+def algorithm_name(method: str, budget_multiplier: int) -> str:
+    """What cocopp calls ``method`` at budget ``budget_multiplier`` D: its folder's name, also the ``algId``."""
+    return f"{method}_{budget_multiplier}D"
+
+
+def algorithm_folders(result_folder: str | Path) -> list[Path]:
+    """The algorithm folders under ``<result_folder>/exdata/``: the arguments to give ``cocopp``."""
+    return sorted(path for path in (Path(result_folder) / EXDATA).glob("*") if path.is_dir())
+
+
 def run_folder(
     result_folder: str | Path, method: str, budget_multiplier: int, function: int, instance: int, dimension: int
 ) -> Path:
     """The observer folder of one run."""
-    return Path(result_folder) / f"{method}_{budget_multiplier}D" / f"f{function}_i{instance:02d}_d{dimension}"
+    algorithm = Path(result_folder) / EXDATA / algorithm_name(method, budget_multiplier)
+    return algorithm / f"f{function}_i{instance:02d}_d{dimension}"
 
 
 def read_trajectory(folder: Path) -> list[list]:
@@ -115,12 +137,14 @@ def run_one(
     suite = cocoex.Suite("bbob-noisy", "", "")  # kept referenced while its problem is in use
     problem = suite.get_problem_by_function_dimension_instance(function, dimension, instance)
     observer = cocoex.Observer(
-        "bbob-noisy", f"result_folder: {folder.name} outer_folder: {folder.parent} algorithm_name: {method}"
+        "bbob-noisy",
+        f"result_folder: {folder.name} outer_folder: {folder.parent} "
+        f"algorithm_name: {algorithm_name(method, budget_multiplier)}",
     )
     problem.observe_with(observer)
     budget = budget_multiplier * dimension
     lower, upper = float(problem.lower_bounds[0]), float(problem.upper_bounds[0])
-    evaluations = solve(method, problem, problem.initial_solution, budget, lower, upper, seed)["evaluations"]
+    evaluations = solve(method, problem, problem.initial_solution, budget, lower, upper, seed).evaluations
     problem.free()
     del observer, suite
     trajectory = read_trajectory(folder)
@@ -140,11 +164,23 @@ def run_one(
 def run_coco(config: CocoConfig) -> list[dict]:
     """Every (method, budget, function, instance) run not yet in the index, ``config.workers`` at a time.
 
-    Returns the records of all the configured runs, the ones done before included.
+    Returns the records of all the configured runs, the ones done before included. Refuses, before any run,
+    a ``result_folder`` whose runs were made with another seed (see the module docstring).
     """
     out = Path(config.result_folder)
-    out.mkdir(parents=True, exist_ok=True)
-    done = {_key(record): record for record in read_index(out)}
+    listed = read_index(out)
+    check_and_store_settings(
+        out / SETTINGS,
+        {"seed": config.seed},
+        resuming=bool(listed) or (out / EXDATA).is_dir(),
+        run=f"the bbob-noisy runs in {out}",
+        start_fresh=f"pass another result_folder (the pem recipe: output_dir), or delete {out}",
+    )
+    done = {
+        _key(record): record
+        for record in listed
+        if run_folder(out, *_key(record)[:5]).is_dir()  # a listed run whose folder is gone is redone
+    }
     (out / INDEX).write_text("".join(json.dumps(record) + "\n" for record in done.values()))  # without a torn line
     wanted = [
         (method, k, function, instance, config.dimension, config.seed)

@@ -5,8 +5,9 @@ from collections import defaultdict
 import numpy as np
 from scipy.stats import binomtest
 
-# COCO's 51 targets on f - f_opt: 10^2 down to 10^-8
-TARGETS = 10.0 ** np.linspace(2, -8, 51)
+# COCO's 51 targets on f - f_opt, 10^2 down to 10^-8, computed as cocopp computes them (its bbob testbeds'
+# ``pprldmany_target_values``) so that each float is the same and a target is reached at the same evaluation
+TARGETS = 10 ** np.arange(2, -8.2, -0.2)
 
 
 def _finals(records: list[dict], method: str, budget_multiplier: int) -> dict[tuple[int, int], float]:

@@ -6,14 +6,29 @@ diagonal learning rates scaled by (n + 2) / 3 (Ros & Hansen 2008).
 """
 
 import copy
+import dataclasses
 
 import numpy as np
 
+from hf_ext._validation import check_finite
+
 from .config import ESConfig
+from .result import ESResult
 from .weights import LogWeights, ProbeAndSwitch, ResidualBootstrapPEM, WeightScheme, log_weights
 
 # What a run between generations is, besides its config: restored by ``load_state_dict``.
-_STATE = ("mean", "sigma", "diag", "p_sigma", "p_c", "generation", "evaluations", "best_x", "best_f")
+_STATE = (
+    "mean",
+    "sigma",
+    "diag",
+    "p_sigma",
+    "p_c",
+    "generation",
+    "evaluations",
+    "best_x",
+    "best_f",
+    "best_evaluation",
+)
 
 
 def make_weight_scheme(config: ESConfig) -> WeightScheme:
@@ -32,11 +47,18 @@ class SepCMAES:
     An ``ask`` returns either a new population (each candidate ``resamples`` times) or, when the weight
     scheme wants them, the candidates to re-evaluate; the generation's update happens at the ``tell`` that
     completes it, so every evaluation, re-evaluations included, passes through ask/tell and is counted.
+    ``x0`` must be a non-empty 1-D sequence of finite numbers; it is clipped into the box.
     """
 
     def __init__(self, x0, config: ESConfig, weight_scheme: WeightScheme | None = None):
-        self.config = config
-        self.mean = np.clip(np.asarray(x0, dtype=float), config.lower, config.upper)
+        if not isinstance(config, ESConfig):
+            raise TypeError(f"SepCMAES: `config` must be an ESConfig, got {type(config).__name__}")
+        config = self.config = dataclasses.replace(config)  # a checked copy: a field set after construction is checked
+        x0 = np.asarray(x0, dtype=float)
+        if x0.ndim != 1 or x0.size == 0:
+            raise ValueError(f"SepCMAES: `x0` must be a non-empty 1-D sequence of numbers, got shape {x0.shape}")
+        check_finite("SepCMAES", "x0", x0.tolist())
+        self.mean = np.clip(x0, config.lower, config.upper)
         n = self.n = self.mean.size
         self.popsize = config.popsize or 4 + int(3 * np.log(n))
         self.base = log_weights(self.popsize)
@@ -58,7 +80,8 @@ class SepCMAES:
         self.scheme = weight_scheme or make_weight_scheme(config)
         self.generation = 0
         self.evaluations = 0
-        self.best_x, self.best_f = self.mean.copy(), np.inf
+        self.best_x: np.ndarray | None = None
+        self.best_f, self.best_evaluation = np.inf, 0
         self._population: np.ndarray | None = None
         self._values: list[list[float]] = []
         self._rows = np.empty(0, dtype=int)  # candidate index of each row of the last ask
@@ -75,16 +98,26 @@ class SepCMAES:
         return self._population[self._rows].copy()
 
     def tell(self, candidates, values) -> None:
-        """Record the values of the rows of the last ``ask``; NaN counts as the worst value (+inf)."""
+        """Record ``values[i]``, the value of ``candidates[i]``: the rows of the last ``ask``, in any order.
+
+        Values are paired with the candidates told, as pycma's ``tell`` pairs them, so a caller that
+        evaluates out of order (a process pool, say) passes the rows as it evaluated them. A row that the
+        last ``ask`` did not return is refused: the update moves the mean towards the points it sampled.
+        NaN counts as the worst value (+inf).
+        """
+        if self._population is None:
+            raise ValueError("SepCMAES.tell: call ask() first; tell records the values of the rows it returned")
         values = np.asarray(values, dtype=float).reshape(-1)
-        if self._population is None or values.size != self._rows.size:
+        if values.size != self._rows.size:
             raise ValueError(f"SepCMAES.tell: expected {self._rows.size} values for the last ask, got {values.size}")
+        rows = self._asked_rows(candidates)
         values = np.where(np.isnan(values), np.inf, values)
-        self.evaluations += values.size
-        for row, value in zip(self._rows, values, strict=True):
+        for row, value in zip(rows, values, strict=True):
+            self.evaluations += 1
             self._values[row].append(value)
             if value < self.best_f:
-                self.best_f, self.best_x = value, self._population[row].copy()
+                self.best_f, self.best_x = float(value), self._population[row].copy()
+                self.best_evaluation = self.evaluations
         evaluations = [np.array(v) for v in self._values]
         if self._rows.size == self.popsize * self.config.resamples:  # the population's first evaluations
             means = np.array([e.mean() for e in evaluations])
@@ -93,6 +126,26 @@ class SepCMAES:
                 self._rows = np.asarray(again, dtype=int)
                 return
         self._update(self.scheme(_finite(evaluations), self.base))
+
+    def _asked_rows(self, candidates) -> np.ndarray:
+        """The population index of each told candidate, matched to the last ``ask``'s rows as a multiset."""
+        asked = self._population[self._rows]
+        candidates = np.asarray(candidates, dtype=float)
+        if candidates.shape != asked.shape:
+            raise ValueError(
+                f"SepCMAES.tell: `candidates` must have the shape of the last ask(), {asked.shape}, "
+                f"got {candidates.shape}"
+            )
+        asked_order, told_order = np.lexsort(asked.T[::-1]), np.lexsort(candidates.T[::-1])
+        if not np.array_equal(asked[asked_order], candidates[told_order]):
+            raise ValueError(
+                "SepCMAES.tell: `candidates` must be the rows of the last ask() (in any order); got points it did "
+                "not return (repaired, rounded or from another ask). Evaluate the asked rows, or start a new "
+                "SepCMAES from the changed point"
+            )
+        rows = np.empty_like(self._rows)
+        rows[told_order] = self._rows[asked_order]
+        return rows
 
     def _update(self, weights: np.ndarray) -> None:
         """One sep-CMA-ES step with the scheme's weights (sum 1) on the current population.
@@ -147,16 +200,17 @@ class SepCMAES:
         self._population = None
 
     @property
-    def result(self) -> dict:
-        """Best evaluated point and value, the current mean, evaluations and generations (pycma's ``result``)."""
-        return {
-            "xbest": self.best_x,
-            "fbest": self.best_f,
-            "xfavorite": self.mean.copy(),
-            "evaluations": self.evaluations,
-            "iterations": self.generation,
-            "stds": self.sigma * np.sqrt(self.diag),
-        }
+    def result(self) -> ESResult:
+        """The best evaluated point and the current mean, with the counters (pycma's ``result``)."""
+        return ESResult(
+            xbest=None if self.best_x is None else self.best_x.copy(),
+            fbest=float(self.best_f),
+            evals_best=self.best_evaluation,
+            evaluations=self.evaluations,
+            iterations=self.generation,
+            xfavorite=self.mean.copy(),
+            stds=self.sigma * np.sqrt(self.diag),
+        )
 
 
 def _finite(evaluations: list[np.ndarray]) -> list[np.ndarray]:

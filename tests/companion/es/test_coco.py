@@ -1,10 +1,23 @@
 import json
+import shutil
+import subprocess
+import sys
+import warnings
 
+import numpy as np
 import pytest
 
 pytest.importorskip("cocoex")
 
-from hf_ext.companion.es.coco import INDEX, CocoConfig, read_index, run_coco, run_folder  # noqa: E402
+from hf_ext.companion.es.coco import (  # noqa: E402
+    INDEX,
+    CocoConfig,
+    algorithm_folders,
+    read_index,
+    run_coco,
+    run_folder,
+)
+from hf_ext.companion.es.compare import TARGETS, ecdf  # noqa: E402
 
 
 def _config(tmp_path, **fields):
@@ -24,7 +37,8 @@ def test_writes_coco_folders_and_index(tmp_path):
     records = run_coco(_config(tmp_path))
     assert [(r["function"], r["evaluations"]) for r in records] == [(101, 40), (125, 40)]
     folder = run_folder(tmp_path / "coco", "rb_pem", 20, 101, 1, 2)
-    assert (folder / "bbobexp_f101.info").exists()
+    assert folder == tmp_path / "coco" / "exdata" / "rb_pem_20D" / "f101_i01_d2"
+    assert "algId = 'rb_pem_20D'" in (folder / "bbobexp_f101.info").read_text()
     dat = (folder / "data_f101" / "bbobexp_f101_DIM2.dat").read_text()
     assert "noise-free fitness" in dat
     assert records[0]["final"] == records[0]["trajectory"][-1][1] >= 0
@@ -42,8 +56,79 @@ def test_resume_skips_completed_runs_and_redoes_cut_off_ones(tmp_path):
     assert kept.stat().st_mtime_ns == stamp  # not rerun
     assert again == first  # the same seed reruns the cut-off run identically
     assert len(read_index(tmp_path / "coco")) == 2
-    assert not (tmp_path / "coco" / "rb_pem_20D" / "f125_i01_d2-001").exists()
+    assert not (tmp_path / "coco" / "exdata" / "rb_pem_20D" / "f125_i01_d2-001").exists()
     json.loads(index.read_text().splitlines()[-1])
+
+
+def test_a_listed_run_whose_folder_is_gone_is_redone(tmp_path):
+    config = _config(tmp_path)
+    first = run_coco(config)
+    gone = run_folder(tmp_path / "coco", "rb_pem", 20, 125, 1, 2)
+    shutil.rmtree(gone)
+    assert run_coco(config) == first
+    assert (gone / "bbobexp_f125.info").exists() and len(read_index(tmp_path / "coco")) == 2
+
+
+def test_a_rerun_with_another_seed_is_refused_in_a_new_process(tmp_path):
+    run_coco(_config(tmp_path, functions=[101]))
+    rerun = (
+        "from hf_ext.companion.es.coco import CocoConfig, run_coco; "
+        f"run_coco(CocoConfig(methods=['rb_pem'], functions=[101], instances=[1], dimension=2, "
+        f"budget_multipliers=[20], seed=1, result_folder={str(tmp_path / 'coco')!r}, workers=1))"
+    )
+    result = subprocess.run([sys.executable, "-c", rerun], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "ValueError: cannot resume the bbob-noisy runs in" in result.stderr
+    assert "seed: stored 0, now 1" in result.stderr and "pass another result_folder" in result.stderr
+    assert len(read_index(tmp_path / "coco")) == 1  # nothing was run
+    run_coco(_config(tmp_path, functions=[101, 125]))  # the same seed resumes, with another function
+
+
+@pytest.fixture(scope="module")
+def two_methods(tmp_path_factory):
+    """A tiny run of two methods, two functions and two instances (one second), and its records."""
+    folder = tmp_path_factory.mktemp("coco")
+    config = CocoConfig(
+        methods=["rb_pem", "sep_cma"],
+        functions=[101, 125],
+        instances=[1, 2],
+        dimension=2,
+        budget_multipliers=[20],
+        result_folder=str(folder),
+        workers=1,
+    )
+    return folder, run_coco(config)
+
+
+def _cocopp_load(folder):
+    with warnings.catch_warnings():  # cocopp warns that it cannot reach its online archive, and about < 15 instances
+        warnings.simplefilter("ignore")
+        import cocopp
+
+        return cocopp.load(str(folder))
+
+
+def test_cocopp_reads_one_algorithm_per_method_and_budget(two_methods):
+    pytest.importorskip("cocopp")
+    folder, _ = two_methods
+    assert [path.name for path in algorithm_folders(folder)] == ["rb_pem_20D", "sep_cma_20D"]
+    for path in algorithm_folders(folder):
+        datasets = _cocopp_load(path)
+        assert sorted((d.algId, d.funcId, d.dim) for d in datasets) == [(path.name, 101, 2), (path.name, 125, 2)]
+        assert all(d.nbRuns() == 2 and sorted(d.instancenumbers) == [1, 2] for d in datasets)
+
+
+def test_the_ecdf_agrees_with_cocopp_at_every_budget(two_methods):
+    pytest.importorskip("cocopp")
+    folder, records = two_methods
+    grid = np.array([1, 5, 10, 20, 40])
+    for method in ("rb_pem", "sep_cma"):
+        ours = ecdf([r for r in records if r["method"] == method], grid)[method, 20]
+        evaluations = np.concatenate(
+            [np.array(d.detEvals(list(TARGETS))) for d in _cocopp_load(folder / "exdata" / f"{method}_20D")], axis=1
+        )  # targets x (function, instance) runs; NaN: not reached
+        reached = np.nan_to_num(evaluations, nan=np.inf)[None] <= grid[:, None, None]
+        np.testing.assert_array_equal(ours, reached.mean(axis=(1, 2)))
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,7 @@
-import logging
-
 import numpy as np
 import pytest
 
-from hf_ext.companion.es import ESConfig, SepCMAES, log_weights, minimize
+from hf_ext.companion.es import ESConfig, ESResult, SepCMAES, log_weights, minimize
 
 
 def sphere(x):
@@ -18,7 +16,7 @@ def ellipsoid(x):
 @pytest.mark.parametrize("weights", ["log", "rb_pem", "probe_switch"])
 def test_converges_on_noiseless_functions(function, weights):
     result = minimize(function, np.full(8, 3.0), ESConfig(weights=weights, max_evaluations=6000, restarts="none"))
-    assert result["fbest"] < 1e-8
+    assert result.fbest < 1e-8
 
 
 def test_one_generation_against_hand_computation():
@@ -57,11 +55,100 @@ def test_candidates_stay_in_the_box():
 
 def test_tell_counts_nan_as_worst_and_refuses_a_wrong_count():
     es = SepCMAES(np.zeros(2), ESConfig(popsize=4))
+    with pytest.raises(ValueError, match=r"call ask\(\) first"):
+        es.tell(np.zeros((4, 2)), [1.0, 2.0, 3.0, 4.0])
     X = es.ask()
     with pytest.raises(ValueError, match="expected 4 values"):
         es.tell(X, [1.0, 2.0])
     es.tell(X, [np.nan, 1.0, 2.0, 3.0])
-    assert es.result["fbest"] == 1.0 and es.generation == 1
+    assert es.result.fbest == 1.0 and es.generation == 1
+
+
+def test_tell_pairs_each_value_with_the_candidate_told_with_it():
+    # The values of a population evaluated out of order (a process pool) belong to the rows as told.
+    in_order, shuffled = (SepCMAES(np.ones(3), ESConfig(popsize=6, seed=1)) for _ in range(2))
+    X = in_order.ask()
+    np.testing.assert_array_equal(shuffled.ask(), X)
+    in_order.tell(X, [sphere(x) for x in X])
+    order = np.array([3, 0, 5, 1, 4, 2])
+    shuffled.tell(X[order], [sphere(x) for x in X[order]])
+    np.testing.assert_array_equal(shuffled.mean, in_order.mean)
+    assert shuffled.sigma == in_order.sigma
+
+
+def test_tell_pairs_reevaluations_with_their_candidates():
+    config = ESConfig(weights="rb_pem", popsize=6, band=3, max_reevaluations=3, seed=2)
+    in_order, reversed_ = SepCMAES(np.ones(3), config), SepCMAES(np.ones(3), config)
+    X = in_order.ask()
+    np.testing.assert_array_equal(reversed_.ask(), X)
+    for es in (in_order, reversed_):
+        es.tell(X, [sphere(x) for x in X])
+    again = in_order.ask()
+    np.testing.assert_array_equal(reversed_.ask(), again)
+    assert len(again) == 3 and in_order.generation == 0
+    in_order.tell(again, [sphere(x) + i for i, x in enumerate(again)])
+    reversed_.tell(again[::-1], [sphere(x) + i for i, x in enumerate(again)][::-1])
+    np.testing.assert_array_equal(reversed_.mean, in_order.mean)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda X: X + 1e-9, r"`candidates` must be the rows of the last ask\(\) \(in any order\)"),
+        (lambda X: np.vstack([X[:1], X[:-1]]), "rows of the last ask"),  # one row twice, one missing
+        (lambda X: X[:, :2], r"`candidates` must have the shape of the last ask\(\), \(4, 3\)"),
+    ],
+)
+def test_tell_refuses_candidates_the_last_ask_did_not_return(change, message):
+    es = SepCMAES(np.ones(3), ESConfig(popsize=4))
+    X = es.ask()
+    with pytest.raises(ValueError, match=message):
+        es.tell(change(X), [sphere(x) for x in X])
+    es.tell(X, [sphere(x) for x in X])  # the refused tell changed nothing
+    assert es.generation == 1 and es.evaluations == 4
+
+
+def test_result_has_pycma_names_and_the_best_evaluated_point():
+    es = SepCMAES(np.full(4, 2.0), ESConfig(popsize=6, seed=5))
+    assert es.result.xbest is None and es.result.fbest == np.inf and es.result.evals_best == 0
+    evaluated = []
+    for _ in range(30):
+        X = es.ask()
+        values = [sphere(x) for x in X]
+        evaluated += list(zip(values, X, strict=True))
+        es.tell(X, values)
+    result = es.result
+    assert isinstance(result, ESResult)
+    assert result.fbest == min(value for value, _ in evaluated) == sphere(result.xbest)
+    value, x = evaluated[result.evals_best - 1]
+    assert value == result.fbest and np.array_equal(x, result.xbest)
+    assert (result.evaluations, result.iterations) == (180, 30)
+    np.testing.assert_array_equal(result.xfavorite, es.mean)
+    np.testing.assert_allclose(result.stds, es.sigma * np.sqrt(es.diag))
+
+
+@pytest.mark.parametrize(
+    ("x0", "message"),
+    [
+        ([1.0, np.nan, 0.0], r"SepCMAES: `x0` must be a finite number"),
+        ([1.0, np.inf], r"SepCMAES: `x0` must be a finite number"),
+        ([], r"SepCMAES: `x0` must be a non-empty 1-D sequence of numbers, got shape \(0,\)"),
+        ([[1.0, 2.0], [3.0, 4.0]], r"`x0` must be a non-empty 1-D sequence of numbers, got shape \(2, 2\)"),
+        (3.0, r"`x0` must be a non-empty 1-D sequence of numbers, got shape \(\)"),
+    ],
+)
+def test_refuses_a_bad_x0_at_construction(x0, message):
+    with pytest.raises(ValueError, match=message):
+        SepCMAES(x0, ESConfig())
+
+
+def test_refuses_a_config_made_bad_after_its_construction():
+    config = ESConfig()
+    config.sigma0 = float("inf")
+    with pytest.raises(ValueError, match="ESConfig: `sigma0` must be a finite number"):
+        SepCMAES(np.zeros(2), config)
+    with pytest.raises(TypeError, match="SepCMAES: `config` must be an ESConfig, got dict"):
+        SepCMAES(np.zeros(2), {"sigma0": 1.0})
 
 
 def test_resampling_evaluates_each_candidate_k_times():
@@ -82,29 +169,12 @@ def test_reevaluations_never_exceed_the_cap_per_generation():
         assert es.evaluations - before == 10 + 3  # the band holds 10 candidates; the cap allows 3
 
 
-def test_minimize_keeps_the_budget_and_logs_nan(caplog):
-    calls = []
-
-    def function(x):
-        calls.append(x)
-        return np.nan if len(calls) == 5 else sphere(x)
-
-    with caplog.at_level(logging.WARNING):
-        result = minimize(function, np.ones(3), ESConfig(weights="rb_pem", max_evaluations=101))
-    assert len(calls) == result["evaluations"] == 101
-    assert result["nan_values"] == 1 and "NaN" in caplog.text
-
-
-def test_ipop_restarts_double_the_population():
-    result = minimize(sphere, np.ones(2), ESConfig(tolx=1e-2, max_evaluations=3000, max_restarts=3))
-    assert result["restarts"] == 3
-
-
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
         ({"weights": "hard"}, r"`weights` must be one of \['log', 'rb_pem', 'probe_switch'\]"),
         ({"sigma0": float("nan")}, "`sigma0`"),
+        ({"sigma0": float("inf")}, "`sigma0` must be a finite number"),
         ({"popsize": 1}, "`popsize` must be an integer >= 2"),
         ({"max_evaluations": 0}, "`max_evaluations` must be an integer >= 1"),
         ({"lower": 1.0, "upper": 0.0}, "`lower` must be < `upper`"),

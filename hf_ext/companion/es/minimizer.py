@@ -1,4 +1,4 @@
-"""Minimise a (noisy) function under an evaluation budget: sep-CMA-ES runs with IPOP or no restarts."""
+"""``minimize``: sep-CMA-ES runs with IPOP or no restarts on a (noisy) function, under an evaluation budget."""
 
 import dataclasses
 import logging
@@ -8,23 +8,25 @@ from collections.abc import Callable
 import numpy as np
 
 from .config import ESConfig
+from .result import MinimizeResult
 from .sep_cma import SepCMAES
 
 logger = logging.getLogger(__name__)
 
 
-def minimize(function: Callable[[np.ndarray], float], x0, config: ESConfig) -> dict:
+def minimize(function: Callable[[np.ndarray], float], x0, config: ESConfig) -> MinimizeResult:
     """Run :class:`SepCMAES` until ``config.max_evaluations`` (re-evaluations count) or the restarts run out.
 
     A restart (IPOP: doubled popsize) starts from a uniform point of the box when it is bounded. The last
-    population may be evaluated only in part, so the budget is never exceeded. A NaN value is counted as the
-    worst (by ``tell``) and logged here.
+    population may be evaluated only in part, so the budget is never exceeded. The result's ``xbest`` is the
+    best point evaluated in any run (the partly evaluated population included) and ``xfavorite`` the last
+    run's mean. A NaN value is counted as the worst (by ``tell``) and logged here.
     """
     budget = config.max_evaluations if config.max_evaluations is not None else math.inf
     rng = np.random.default_rng(config.seed)
     x0 = np.asarray(x0, dtype=float)
-    spent, restarts, nans = 0, 0, 0
-    best = {"xbest": x0, "fbest": math.inf}
+    spent, restarts, nans, generations = 0, 0, 0, 0
+    xbest, fbest, evals_best = None, math.inf, 0
     popsize = config.popsize
     while True:
         run_config = dataclasses.replace(
@@ -35,22 +37,33 @@ def minimize(function: Callable[[np.ndarray], float], x0, config: ESConfig) -> d
             X = es.ask()
             room = int(min(len(X), budget - spent))
             values = np.array([function(x) for x in X[:room]], dtype=float)
+            finite = np.where(np.isnan(values), np.inf, values)
+            if finite.size and finite.min() < fbest:
+                best = int(finite.argmin())
+                xbest, fbest, evals_best = X[best].copy(), float(finite[best]), spent + best + 1
             spent += room
             if np.isnan(values).any():
                 nans += int(np.isnan(values).sum())
                 logger.warning("minimize: %d NaN value(s) at evaluation %d, counted as the worst", nans, spent)
             if room < len(X):
-                finite = np.where(np.isnan(values), np.inf, values)
-                if finite.size and finite.min() < best["fbest"]:
-                    best = {"xbest": X[int(finite.argmin())], "fbest": float(finite.min())}
                 break
             es.tell(X, values)
-        if es.result["fbest"] < best["fbest"]:
-            best = {"xbest": es.result["xbest"], "fbest": es.result["fbest"]}
+        generations += es.generation
         if spent >= budget or config.restarts == "none" or restarts >= config.max_restarts:
             break
         restarts += 1
         popsize = 2 * es.popsize
         if np.isfinite([config.lower, config.upper]).all():
             x0 = rng.uniform(config.lower, config.upper, size=x0.size)
-    return best | {"xfavorite": es.mean, "evaluations": spent, "restarts": restarts, "nan_values": nans}
+    last = es.result
+    return MinimizeResult(
+        xbest=xbest,
+        fbest=fbest,
+        evals_best=evals_best,
+        evaluations=spent,
+        iterations=generations,
+        xfavorite=last.xfavorite,
+        stds=last.stds,
+        restarts=restarts,
+        nan_values=nans,
+    )

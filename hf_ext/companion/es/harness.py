@@ -1,0 +1,112 @@
+"""The benchmark harness: every compared method as ``solve(method, function, x0, budget, lower, upper, seed)``.
+
+Ours (sep-CMA-ES with log weights, RB-PEM, probe-and-switch, resampling k) and pycma's CMA-ES with and
+without its ``NoiseHandler`` (UH-CMA-ES) spend the same budget, counted in evaluations, re-evaluations
+included: ``function`` raises :class:`BudgetExhausted` at the first evaluation past it.
+"""
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from .config import ESConfig
+from .minimizer import minimize
+from .result import ESResult
+
+OURS = {
+    "sep_cma": {"weights": "log"},
+    "rb_pem": {"weights": "rb_pem"},
+    "probe_switch": {"weights": "probe_switch"},
+    "resample_2": {"weights": "log", "resamples": 2},
+    "resample_5": {"weights": "log", "resamples": 5},
+    "resample_10": {"weights": "log", "resamples": 10},
+}
+PYCMA = ("pycma", "pycma_noise")
+METHODS = (*OURS, *PYCMA)
+
+
+class BudgetExhausted(Exception):
+    """Raised by :class:`Budgeted` at the first evaluation past the budget."""
+
+
+class Budgeted:
+    """``function`` that counts its evaluations, refuses any past ``budget`` and keeps the best one it saw."""
+
+    def __init__(self, function: Callable[[np.ndarray], float], budget: int):
+        self.function, self.budget, self.evaluations = function, budget, 0
+        self.xbest, self.fbest, self.evals_best = None, math.inf, 0
+
+    def __call__(self, x) -> float:
+        if self.evaluations >= self.budget:
+            raise BudgetExhausted(self.budget)
+        x = np.array(x, dtype=float)
+        value = float(self.function(x))
+        self.evaluations += 1
+        if value < self.fbest:  # NaN never is
+            self.xbest, self.fbest, self.evals_best = x, value, self.evaluations
+        return value
+
+
+def solve(method: str, function, x0, budget: int, lower: float, upper: float, seed: int, **es_fields) -> ESResult:
+    """Minimise ``function`` with ``method`` (one of :data:`METHODS`) for ``budget`` evaluations.
+
+    Returns both recommendations, ``xbest`` (the best point evaluated) and ``xfavorite`` (the last run's
+    mean), with the evaluations spent. ``es_fields`` override :class:`ESConfig` fields of our methods
+    (RB-PEM's band and cap, say).
+    """
+    if method not in METHODS:
+        raise ValueError(f"solve: `method` must be one of {list(METHODS)}, got {method!r}")
+    budgeted = Budgeted(function, budget)
+    sigma0 = 0.2 * (upper - lower) if math.isfinite(upper - lower) else 2.0
+    if method in OURS:
+        config = ESConfig(
+            **OURS[method] | es_fields, sigma0=sigma0, lower=lower, upper=upper, max_evaluations=budget, seed=seed
+        )
+        return minimize(budgeted, x0, config)  # never evaluates past the budget
+    return _pycma(budgeted, x0, sigma0, lower, upper, seed, method == "pycma_noise")
+
+
+def _pycma(function: Budgeted, x0, sigma0, lower, upper, seed: int, noise_handler: bool) -> ESResult:
+    """pycma's CMA-ES (restarted while budget remains); with ``noise_handler``, UH-CMA-ES as pycma's docs show."""
+    import cma
+
+    x0 = np.asarray(x0, dtype=float)
+    rng = np.random.default_rng(seed)
+    xfavorite, stds, iterations = x0, np.full(x0.size, sigma0), 0
+    try:
+        while True:
+            options = {"bounds": [lower, upper], "seed": int(rng.integers(1, 2**31)), "verbose": -9}
+            es = cma.CMAEvolutionStrategy(x0, sigma0, options)
+            handler = cma.NoiseHandler(es.N, maxevals=[1, 1, 30]) if noise_handler else None
+            while not es.stop():
+                if handler is None:
+                    X = es.ask()
+                    values = [function(x) for x in X]
+                else:
+                    X, values = es.ask_and_eval(function, evaluations=handler.evaluations)
+                es.tell(X, _worst_for_nan(values))
+                xfavorite, stds, iterations = es.result.xfavorite, es.result.stds, iterations + 1
+                if handler is not None:
+                    es.sigma *= handler(X, values, function, es.ask)
+            x0 = rng.uniform(lower, upper, size=x0.size) if math.isfinite(upper - lower) else x0
+    except BudgetExhausted:
+        pass
+    return ESResult(
+        xbest=function.xbest,
+        fbest=function.fbest,
+        evals_best=function.evals_best,
+        evaluations=function.evaluations,
+        iterations=iterations,
+        xfavorite=np.asarray(xfavorite, dtype=float),
+        stds=np.asarray(stds, dtype=float),
+    )
+
+
+def _worst_for_nan(values) -> list[float]:
+    values = np.asarray(values, dtype=float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        worst = values[~bad].max() + 1 + abs(values[~bad].max()) if (~bad).any() else 0.0
+        values = np.where(bad, worst, values)
+    return values.tolist()

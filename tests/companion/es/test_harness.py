@@ -1,0 +1,33 @@
+import re
+
+import numpy as np
+import pytest
+
+from hf_ext.companion.es import METHODS, ESResult, solve
+
+
+def sphere(x):
+    return float(x @ x)
+
+
+@pytest.mark.parametrize("method", ["sep_cma", "rb_pem", "resample_2", "pycma", "pycma_noise"])
+def test_solve_spends_the_budget_and_returns_the_best_point_evaluated(method):
+    if method.startswith("pycma"):
+        pytest.importorskip("cma")
+    values = []
+
+    def function(x):
+        values.append(sphere(x))
+        return values[-1]
+
+    result = solve(method, function, np.full(3, 2.0), 150, -5.0, 5.0, seed=0)
+    assert isinstance(result, ESResult)
+    assert result.evaluations == len(values) == 150
+    assert result.fbest == min(values) == sphere(result.xbest)
+    assert values[result.evals_best - 1] == result.fbest
+    assert result.xfavorite.shape == (3,) and result.iterations > 0
+
+
+def test_solve_refuses_an_unknown_method():
+    with pytest.raises(ValueError, match=re.escape(f"solve: `method` must be one of {list(METHODS)}")):
+        solve("nevergrad", sphere, np.zeros(2), 10, -5.0, 5.0, seed=0)

@@ -55,15 +55,28 @@ class SetCoverInstance:
         return float(self.costs[np.asarray(selected, dtype=bool)].sum())
 
 
+def _number(token: str) -> int | float:
+    """An integer literal as ``int``, any other float literal (``100.0``, ``1e2``) as ``float``."""
+    try:
+        return int(token)
+    except ValueError:
+        return float(token)
+
+
 def _numbers(path: Path):
     """Yield (line number, integer or float) for every number in the file."""
-    with path.open() as handle:
-        for line_number, line in enumerate(handle, 1):
-            for token in line.split():
-                try:
-                    yield line_number, float(token) if "." in token else int(token)
-                except ValueError:
-                    raise ValueError(f"{path}: line {line_number}: not a number: {token!r}") from None
+    with path.open(encoding="utf-8") as handle:
+        try:
+            for line_number, line in enumerate(handle, 1):
+                for token in line.split():
+                    try:
+                        yield line_number, _number(token)
+                    except ValueError:
+                        raise ValueError(f"{path}: line {line_number}: not a number: {token!r}") from None
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{path}: not a text file in the OR-Library format (byte {error.object[error.start]:#04x} is not text)"
+            ) from None
 
 
 def _take(stream, path: Path, what: str):
@@ -71,6 +84,22 @@ def _take(stream, path: Path, what: str):
         return next(stream)
     except StopIteration:
         raise ValueError(f"{path}: the file ends early, expected {what}") from None
+
+
+def _cost(stream, path: Path, what: str) -> float:
+    line_number, value = _take(stream, path, what)
+    if not (np.isfinite(value) and value >= 0):
+        raise ValueError(f"{path}: line {line_number}: {what} must be a finite number >= 0, got {value}")
+    return float(value)
+
+
+def _end(stream, path: Path, declared: str) -> None:
+    """Refuse numbers after the last row or column the header declares: a wrong header would drop them."""
+    for line_number, value in stream:
+        raise ValueError(
+            f"{path}: line {line_number}: the header declares {declared}, but the file goes on after the last of "
+            f"them (found {value})"
+        )
 
 
 def _index(stream, path: Path, limit: int, what: str, low: int = 1) -> int:
@@ -86,13 +115,14 @@ def read_orlib(path: str | Path) -> SetCoverInstance:
     path = Path(path)
     stream = _numbers(path)
     m, n = (_index(stream, path, 10**9, name) + 1 for name in ("the number of rows", "the number of columns"))
-    costs = np.array([_take(stream, path, f"cost {j + 1} of {n}")[1] for j in range(n)], dtype=np.float64)
+    costs = np.array([_cost(stream, path, f"cost {j + 1} of {n}") for j in range(n)], dtype=np.float64)
     rows, columns = [], []
     for i in range(m):
         count = _index(stream, path, n, f"row {i + 1}'s column count", low=0) + 1
         for _ in range(count):
             columns.append(_index(stream, path, n, f"a column of row {i + 1}"))
             rows.append(i)
+    _end(stream, path, f"{m} rows")
     return _build(costs, rows, columns, m, n, path)
 
 
@@ -103,11 +133,12 @@ def read_rail(path: str | Path) -> SetCoverInstance:
     m, n = (_index(stream, path, 10**9, name) + 1 for name in ("the number of rows", "the number of columns"))
     costs, rows, columns = np.empty(n), [], []
     for j in range(n):
-        costs[j] = _take(stream, path, f"column {j + 1}'s cost")[1]
+        costs[j] = _cost(stream, path, f"column {j + 1}'s cost")
         count = _index(stream, path, m, f"column {j + 1}'s row count", low=0) + 1
         for _ in range(count):
             rows.append(_index(stream, path, m, f"a row of column {j + 1}"))
             columns.append(j)
+    _end(stream, path, f"{n} columns")
     return _build(costs, rows, columns, m, n, path)
 
 

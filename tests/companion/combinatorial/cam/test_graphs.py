@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from hf_ext.companion.combinatorial.cam import barabasi_albert, erdos_renyi, rb_graph
 
@@ -18,3 +19,22 @@ def test_generator_shapes():
     assert rb.num_nodes == 50
     cliques = {(i // 5, j // 5) for i, j in rb.edges.tolist() if i // 5 == j // 5}
     assert len(cliques) == 10  # every variable's values form a clique: an MIS takes at most one per variable
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: erdos_renyi(10, 1.5, 0), r"erdos_renyi: `p` must be a probability in \[0, 1\], got 1.5"),
+        (lambda: erdos_renyi(10, -0.1, 0), r"erdos_renyi: `p` must be a probability in \[0, 1\], got -0.1"),
+        (lambda: erdos_renyi(10, float("nan"), 0), "erdos_renyi: `p` must be a finite number, got nan"),
+        (lambda: erdos_renyi(10, float("inf"), 0), "erdos_renyi: `p` must be a finite number, got inf"),
+        (lambda: barabasi_albert(5, 0, 0), r"barabasi_albert: `m` must be an integer in 1..4, got 0"),
+        (lambda: barabasi_albert(5, 5, 0), r"barabasi_albert: `m` must be an integer in 1..4, got 5"),
+        (lambda: rb_graph(1, 3, 0), "rb_graph: `num_vars` must be an integer >= 2, got 1"),
+        (lambda: rb_graph(4, 3, 0, p=1.5), r"rb_graph: `p` must be a probability in \[0, 1\], got 1.5"),
+        (lambda: rb_graph(4, 3, 0, r=float("nan")), "rb_graph: `r` must be a finite number, got nan"),
+    ],
+)
+def test_generators_refuse_bad_parameters_by_name(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()

@@ -50,11 +50,38 @@ def test_a_row_no_column_covers_is_named(tmp_path):
         ("3 4\n2 3 4 1\n2 1 2\n2 2 x\n", r"line 4: not a number: 'x'"),
         ("3 4\n2 3 4 1\n2 1 2\n2 2 9\n", r"line 4: a column of row 2 must be an integer in 1..4, got 9"),
         ("3 4\n2 3 4 1\n2 1 2\n", r"ends early, expected row 2's column count"),
+        ("3 4\n2 -3 4 1\n2 1 2\n", r"line 2: cost 2 of 4 must be a finite number >= 0, got -3"),
+        ("3 4\n2 nan 4 1\n2 1 2\n", r"line 2: cost 2 of 4 must be a finite number >= 0, got nan"),
     ],
 )
 def test_malformed_files_name_the_line(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):
         read_orlib(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("reader", "text", "message"),
+    [
+        (read_orlib, "2" + ORLIB[1:], "line 6: the header declares 2 rows, but the file goes on after the last"),
+        (read_rail, "3 3" + RAIL[3:], "line 5: the header declares 3 columns, but the file goes on after the last"),
+    ],
+)
+def test_numbers_past_what_the_header_declares_are_refused(tmp_path, reader, text, message):
+    with pytest.raises(ValueError, match=f"scp.txt: {message}"):
+        reader(_write(tmp_path, text))
+
+
+def test_costs_may_be_any_float_literal(tmp_path):
+    instance = read_orlib(_write(tmp_path, ORLIB.replace(" 2 3 4 1", " 2.0 3e0 4E+00 1e-0")))
+    assert instance.costs.tolist() == [2, 3, 4, 1]
+    assert read_rail(_write(tmp_path, RAIL.replace("3 2 1 2", "1e2 2 1 2"))).costs.tolist() == [2, 100, 4, 1]
+
+
+def test_a_binary_file_is_named(tmp_path):
+    path = tmp_path / "scp41.txt.gz"
+    path.write_bytes(b"\x1f\x8b\x08\x00\xff\xfe")
+    with pytest.raises(ValueError, match=r"scp41.txt.gz: not a text file in the OR-Library format \(byte 0x8b"):
+        read_orlib(path)
 
 
 def test_generators_cover_every_row_within_their_regimes():

@@ -1,7 +1,7 @@
 """Scion at a fixed token budget: batch-size sweep, predicted critical batch, adaptive schedule, AdamW and Muon.
 
     hf-ext run scion_batch                       # shipped config (benchmarks/scion_batch.py runs it)
-    hf-ext run scion_batch quick=true            # seconds: the end-to-end check
+    hf-ext run scion_batch --config scion_batch_quick   # seconds: the end-to-end check
 
 A small Llama is pretrained from scratch on standard-library source through the stock ``Trainer``,
 every run on the same number of tokens (``token_budget``) from the same packed token stream:
@@ -47,28 +47,11 @@ from hf_ext.optim import (
 from hf_ext.plotting import plot_labelled_points, plot_seed_curves
 from hf_ext.recipes._results import write_results
 
-QUICK_SIZES = {
-    "token_budget": 4096,
-    "seq_len": 16,
-    "batch_sizes": [2, 4, 8],
-    "lr_reference_batch": 4,
-    "lr_multipliers": [1.0],
-    "adaptive_stages": 2,
-    "seeds": [0],
-    "hidden_size": 16,
-    "num_layers": 1,
-    "num_heads": 2,
-    "corpus_files": 6,
-    "eval_blocks": 8,
-    "eval_points": 2,
-    "constant_batches": 2,
-}
 OPTIMIZERS = ("scion", "adamw", "muon")
 
 
 @dataclass
 class ScionBatchArguments:
-    quick: bool = field(default=False, metadata={"help": "Tiny sizes and one seed: an end-to-end check in seconds."})
     token_budget: int = field(default=2**17, metadata={"help": "Training tokens of every run (T)."})
     seq_len: int = field(default=64, metadata={"help": "Sequence length of the fixed runs and of evaluation (S0)."})
     batch_sizes: list[int] = field(
@@ -123,13 +106,6 @@ class ScionBatchArguments:
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The recipe's parser (``argv`` is parsed by :func:`main`; ``hf-ext run scion_batch --help`` lists the fields)."""
     return TrlParser((ScionBatchArguments, TrainingArguments))
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[ScionBatchArguments, TrainingArguments]:
-    script_args, training_args = parser(argv).parse_args_and_config(argv)
-    if script_args.quick:
-        script_args = dataclasses.replace(script_args, **QUICK_SIZES)
-    return script_args, training_args
 
 
 def build_optimizer(name: str, model, lr: float) -> torch.optim.Optimizer:
@@ -260,7 +236,7 @@ def _mean_constants(runs: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    script_args, training_args = parse_args(argv)
+    script_args, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
     data = corpus_data(script_args)
     multiple = training_args.world_size

@@ -3,21 +3,21 @@ import json
 
 import pytest
 
-from hf_ext.cli import recipes_dir
-from hf_ext.recipes.scion_batch import ScionBatchArguments, adaptive_schedule, main, parse_args, steps_to_reach
+from hf_ext.recipes import shipped_config
+from hf_ext.recipes.scion_batch import ScionBatchArguments, adaptive_schedule, main, parser, steps_to_reach
 
 
-def _flags(tmp_path, *extra):
-    config = str(recipes_dir() / "configs" / "scion_batch.yaml")
-    return ["--config", config, "--output_dir", str(tmp_path), *extra]
+def _flags(tmp_path, *extra, config="scion_batch"):
+    return ["--config", str(shipped_config(config)), "--output_dir", str(tmp_path), *extra]
 
 
-def test_the_shipped_config_parses_and_quick_shrinks_it(tmp_path):
-    script_args, training_args = parse_args(_flags(tmp_path))
+def test_the_shipped_config_parses_and_the_quick_one_shrinks_it(tmp_path):
+    script_args, training_args = parser().parse_args_and_config(_flags(tmp_path))
     assert len(script_args.batch_sizes) >= 6 and len(script_args.seeds) >= 2
     assert training_args.lr_scheduler_type == "constant"
-    quick, _ = parse_args(_flags(tmp_path, "--quick", "true"))
-    assert quick.token_budget < script_args.token_budget and quick.seeds == [0]
+    quick, quick_training = parser().parse_args_and_config(_flags(tmp_path, "--seeds", "3", config="scion_batch_quick"))
+    assert quick.token_budget < script_args.token_budget and quick.seeds == [3]  # a given setting wins
+    assert quick_training.lr_scheduler_type == "constant"
 
 
 def test_the_adaptive_schedule_ends_at_the_best_fixed_batch():
@@ -51,7 +51,7 @@ def test_bad_arguments_are_refused(field, value, message):
 
 @pytest.mark.slow
 def test_quick_run_end_to_end(tmp_path):
-    results = main(_flags(tmp_path, "--quick", "true"))
+    results = main(_flags(tmp_path, config="scion_batch_quick"))
     assert [row["batch_size"] for row in results["fixed"]] == [2, 4, 8]
     for key in ("adaptive", "adamw", "muon"):
         assert results[key]["tokens"] == results["fixed"][0]["tokens"] or key == "adaptive"

@@ -86,7 +86,6 @@ class BayesianOptimizationConfig:
         if not _is_int(self.seed):
             raise ValueError(f"{owner}: `seed` must be an integer, got {self.seed!r}")
 
-
     def model_factory(self) -> ModelFactory:
         """``model`` itself when it is a factory, else a fresh ready-made one for its name."""
         if callable(self.model):

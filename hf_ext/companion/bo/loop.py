@@ -13,7 +13,7 @@ settings are stored next to it (``<name>.settings.json``) and a resume under oth
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,6 @@ import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.generation.sampling import SamplingStrategy
 from botorch.optim import optimize_acqf
-from botorch.test_functions.base import BaseTestProblem
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
@@ -29,6 +28,7 @@ from hf_ext._settings import check_and_store_settings
 
 from .adversary import NoCorruption
 from .config import BayesianOptimizationConfig
+from .descriptions import describe
 from .history import Evaluation, append_evaluation, read_history
 
 VARIANTS = ("stable", "adaptive")
@@ -64,21 +64,6 @@ def _config_from(config: BayesianOptimizationConfig | None, deprecated_settings:
     if not isinstance(config, BayesianOptimizationConfig):
         raise TypeError(f"{owner}: `config` must be a BayesianOptimizationConfig, got {type(config).__name__}")
     return config
-
-
-def _description(thing: Any) -> dict[str, Any]:
-    """What identifies an objective, adversary or factory in stored settings: its type, and its init fields.
-
-    A dataclass field with ``metadata={"transport": True}`` (a timeout, a retry count) is left out: it
-    changes how an answer is fetched, not the answer, so a resume may change it.
-    """
-    if isinstance(thing, BaseTestProblem):
-        return {"type": type(thing).__qualname__, "negate": thing.negate, "noise_std": thing.noise_std}
-    if is_dataclass(thing):
-        return {"type": type(thing).__qualname__} | {
-            f.name: getattr(thing, f.name) for f in fields(thing) if f.init and not f.metadata.get("transport")
-        }
-    return {"type": getattr(thing, "__qualname__", type(thing).__qualname__)}
 
 
 class BayesianOptimization:
@@ -145,10 +130,10 @@ class BayesianOptimization:
         """Everything that decides this run's queries and observations (JSON-serialisable)."""
         config = {f.name: getattr(self.config, f.name) for f in fields(self.config)} | {"n_initial": self.n_initial}
         return {
-            "config": {name: _description(v) if callable(v) else v for name, v in config.items()},
+            "config": {name: describe(v) if callable(v) else v for name, v in config.items()},
             "bounds": self.bounds.tolist(),
-            "objective": _description(self.objective),
-            "adversary": _description(self.adversary),
+            "objective": describe(self.objective),
+            "adversary": describe(self.adversary),
         }
 
     def _to_unit(self, x: Tensor) -> Tensor:

@@ -16,7 +16,7 @@ from .loop import LILO, METHODS, RoundResult
 from .parsing import parse_json_object
 from .proposers import fit_preference_model, select_pairs
 from .transcript import Transcript
-from .utilities import BetaCDFProductUtility, L1IdealUtility, PiecewiseLinearUtility
+from .utility_functions import BetaCDFProductUtility, L1IdealUtility, PiecewiseLinearUtility
 
 __all__ = [
     "ENVIRONMENTS",

@@ -33,7 +33,7 @@ class SimulatedDecisionMaker:
     """Answers questions about outcomes (``n x m``, the environment's scale) from a hidden ``utility``.
 
     Args:
-        utility: maps ``n x m`` outcomes to ``n`` values (higher is better); see :mod:`.utilities`.
+        utility: maps ``n x m`` outcomes to ``n`` values (higher is better); see :mod:`.utility_functions`.
         names: the outcomes' names, as the decision maker calls them.
         seed: chooses the phrasing; the same seed and questions give the same answers.
     """

@@ -15,7 +15,7 @@ from torch import Tensor
 from torch.quasirandom import SobolEngine
 
 from .decision_makers import SimulatedDecisionMaker
-from .utilities import BetaCDFProductUtility, L1IdealUtility, PiecewiseLinearUtility
+from .utility_functions import BetaCDFProductUtility, L1IdealUtility, PiecewiseLinearUtility
 
 
 @dataclass

@@ -21,8 +21,8 @@ from torch.quasirandom import SobolEngine
 
 from hf_ext._settings import check_and_store_settings
 
+from ..descriptions import describe
 from ..factories import AcquisitionFactory, ModelFactory
-from ..loop import _description
 from .backends import LLMBackend
 from .config import LILOConfig
 from .decision_makers import DecisionMaker
@@ -122,8 +122,8 @@ class LILO:
             "method": self.method,
             "config": asdict(self.config),
             "environment": self.environment.name,
-            "backend": _description(self.backend) if self.backend is not None else None,
-            "decision_maker": _description(self.decision_maker),
+            "backend": describe(self.backend) if self.backend is not None else None,
+            "decision_maker": describe(self.decision_maker),
         }
 
     def _proposer(self, factories: dict):

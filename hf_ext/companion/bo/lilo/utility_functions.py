@@ -1,4 +1,4 @@
-"""Hidden utilities over outcomes: what a simulated decision maker wants, never shown to the optimizer.
+"""A simulated decision maker's hidden utility functions over outcomes: what it wants, never shown to the optimizer.
 
 Outcomes are on a common scale, ``[0, 1]`` per outcome with 1 the best value seen on the
 environment (see :mod:`.environments`); each utility maps ``n x m`` outcomes to ``n`` values and

@@ -1,0 +1,26 @@
+"""What identifies an object in a run's stored settings, for the BO and LILO loops' resume checks.
+
+An objective, adversary, factory, LLM backend or decision maker is stored as its type and the
+fields it was built with, so that resuming with another one is refused by name
+(``hf_ext._settings.check_and_store_settings``).
+"""
+
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from botorch.test_functions.base import BaseTestProblem
+
+
+def describe(thing: Any) -> dict[str, Any]:
+    """``thing``'s type and its init fields (a dataclass), ``negate`` and ``noise_std`` (a BoTorch test problem).
+
+    A dataclass field with ``metadata={"transport": True}`` (a timeout, a retry count) is left out: it
+    changes how an answer is fetched, not the answer, so a resume may change it.
+    """
+    if isinstance(thing, BaseTestProblem):
+        return {"type": type(thing).__qualname__, "negate": thing.negate, "noise_std": thing.noise_std}
+    if is_dataclass(thing):
+        return {"type": type(thing).__qualname__} | {
+            f.name: getattr(thing, f.name) for f in fields(thing) if f.init and not f.metadata.get("transport")
+        }
+    return {"type": getattr(thing, "__qualname__", type(thing).__qualname__)}

@@ -1,6 +1,6 @@
 """CAM: unsupervised training of discrete diffusion solvers by combinatorial adjoint matching (MIS, max-cut).
 
-Needs torch only; the exact references need the ``[combinatorial]`` extra (``highspy``).
+Needs torch only; the exact references need the ``[combinatorial]`` extra (``highspy``, ``scipy``).
 """
 
 from .baselines import (

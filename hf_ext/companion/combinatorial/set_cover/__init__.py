@@ -1,7 +1,8 @@
 """Weighted set cover at scale: instances (OR-Library readers, generators), greedy, HiGHS MIP, LNS (random, local and
 GLNS's generative policy) and metrics.
 
-Needs the ``[combinatorial]`` extra (``highspy``; ``ortools`` for the baselines in the benchmark).
+Needs the ``[combinatorial]`` extra: ``scipy`` (sparse instances) to load, ``highspy`` for the MIPs (imported on
+first use), ``ortools`` for the baselines of the benchmark harness.
 """
 
 from .checkpoint import default_denoiser, load_denoiser, save_denoiser

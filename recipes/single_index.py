@@ -2,7 +2,7 @@
 
     hf-ext run single_index                                       # shipped config, ~10 min on 2 busy CPU cores
     hf-ext run single_index links="he2 he3" dims="64 128"
-    hf-ext run single_index quick=true                            # seconds: the end-to-end check
+    hf-ext run single_index --config single_index_quick           # seconds: the end-to-end check
 
 For every link (Hermite polynomials of information exponent 1 to 4, and mixtures), dimension ``d``,
 sample size ``n = ratio * d``, starting direction (random, or at a given overlap ``<w0, w*>``, negative
@@ -56,16 +56,6 @@ from hf_ext.recipes._results import write_results, write_rows
 METHODS = ("joint", "oracle", "relu_link", "two_layer_sgd", "gradient_boosting")
 STRUCTURE_FREE = ("two_layer_sgd", "gradient_boosting")  # no direction, no start: once per data set
 THRESHOLD = 0.9
-QUICK = {
-    "links": ["he1", "he2"],
-    "dims": [8, 16],
-    "sample_ratios": [16.0],
-    "init_overlaps": [-0.3],
-    "seeds": [0],
-    "max_iter": 30,
-    "baseline_dims": [8],
-    "n_test": 500,
-}
 
 
 @dataclass
@@ -103,7 +93,6 @@ class SingleIndexArguments:
     torch_threads: int = field(
         default=1, metadata={"help": "torch threads per process (>= 1): fits this small ran 10x slower on 2 than on 1."}
     )
-    quick: bool = field(default=False, metadata={"help": "Tiny sizes: an end-to-end check in seconds."})
     output_dir: str = field(default="outputs/single_index", metadata={"help": "Where results go."})
 
     def __post_init__(self):
@@ -139,11 +128,6 @@ class SingleIndexArguments:
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
     return TrlParser((SingleIndexArguments,))
-
-
-def parse_args(argv: list[str] | None) -> SingleIndexArguments:
-    (args,) = parser(argv).parse_args_and_config(argv)
-    return dataclasses.replace(args, **QUICK) if args.quick else args
 
 
 def jobs(args: SingleIndexArguments) -> list[tuple]:
@@ -293,7 +277,7 @@ def _line(entry: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
+    (args,) = parser(argv).parse_args_and_config(argv)
     # No TrainingArguments here to set up CPU processes: without a GPU, ask for them (gloo) directly,
     # or each process of a CPU launch would take itself for the only one and run every job.
     state = PartialState(cpu=not torch.cuda.is_available())

@@ -9,7 +9,7 @@ from hf_ext.recipes.single_index import SingleIndexArguments, iterations_to, job
 
 
 def test_quick_run_writes_runs_trajectories_summary_and_plots(tmp_path, capfd):
-    flags = ["--config", str(shipped_config("single_index")), "--quick", "true", "--output_dir", str(tmp_path)]
+    flags = ["--config", str(shipped_config("single_index_quick")), "--output_dir", str(tmp_path)]
     results = main(flags)
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))
@@ -56,7 +56,7 @@ def test_bad_settings_name_the_field(kwargs, message):
 
 @pytest.mark.slow
 def test_quick_run_on_two_cpu_processes(tmp_path, run_on_two_processes):
-    stdout = run_on_two_processes("single_index", ["quick=true"])
+    stdout = run_on_two_processes("single_index", ["--config", "single_index_quick"])
     assert stdout.count("he1/d=8/n=128/start=-0.3/joint: |m|") == 1  # printed by the main process only
     with (tmp_path / "runs.csv").open() as handle:
         assert len(list(csv.DictReader(handle))) == 2 * 2 * 2 * 3 + 2 * 2

@@ -87,17 +87,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
-@pytest.fixture
-def torchrun_two_processes(tmp_path):
-    """Run ``script tmp_path`` under ``torchrun --nproc_per_node=2`` on CPU; fails the test on a non-zero exit."""
+@pytest.fixture(scope="session")
+def torchrun():
+    """Run ``script *args`` in ``cwd`` under ``torchrun --nproc_per_node=N`` on CPU (one thread a process); fails the
+    test on a non-zero exit. Session-scoped, so a module fixture can launch once for many tests."""
 
-    def run(script: Path) -> None:
+    def run(script: Path, *args: str, cwd: Path, nproc_per_node: int = 2) -> None:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         torchrun = Path(sys.executable).with_name("torchrun")
-        command = [str(torchrun), "--nproc_per_node=2", f"--master_port={port}", str(script), str(tmp_path)]
-        result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        command = [str(torchrun), f"--nproc_per_node={nproc_per_node}", f"--master_port={port}", str(script), *args]
+        env = os.environ | {"OMP_NUM_THREADS": "1"}
+        result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
     return run
+
+
+@pytest.fixture
+def torchrun_two_processes(tmp_path, torchrun):
+    """Run ``script tmp_path`` under ``torchrun --nproc_per_node=2`` on CPU; fails the test on a non-zero exit."""
+    return lambda script: torchrun(script, str(tmp_path), cwd=tmp_path)

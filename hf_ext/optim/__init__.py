@@ -30,7 +30,7 @@ from .loss_step import (
     near_best_width,
     ratio_at_multiple,
 )
-from .muon import MuonWithAdamW
+from .muon import MuonWithAdamW, ShardedMuon
 from .scion import (
     BatchSchedule,
     BatchScheduleCallback,
@@ -66,6 +66,7 @@ __all__ = [
     "MuonWithAdamW",
     "OptimizerWrapper",
     "Scion",
+    "ShardedMuon",
     "Stage",
     "SymmetryCurvature",
     "SymmetryGroup",

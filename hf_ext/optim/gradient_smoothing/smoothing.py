@@ -15,6 +15,12 @@ role, replaces block ``l``'s update ``U_l`` by ``sum_j K(l, j) U_j`` over a dept
 Both are depth-wise augmentations of the base method; they differ when the base is nonlinear in
 the gradient (Adam, Muon) and coincide for plain SGD without momentum. Parameters outside the
 blocks are left to the base optimizer. A window of width 1 is the base optimizer, bit for bit.
+
+Sharded models (FSDP2): the smoothing mixes the blocks entry by entry (entry ``j`` of block ``l``'s
+update from entry ``j`` of its neighbours'), so it runs on each rank's local shards, with no
+communication, provided every block's parameter of one role is split the same way. Identical blocks
+sharded by ``fully_shard`` over one mesh are; a role split differently across blocks (some blocks
+sharded and others not, another mesh or dimension) is refused at construction.
 """
 
 import math
@@ -25,6 +31,7 @@ from torch import nn
 
 from hf_ext.kernels import depth_smooth
 
+from ..._sharded import local, sharding
 from ..._validation import check_finite
 from ..shared.wrapper import OptimizerWrapper
 
@@ -126,6 +133,18 @@ def _check_identical(blocks: Sequence[nn.Module]) -> None:
             )
 
 
+def _check_sharded_alike(name: str, params: list[nn.Parameter]) -> None:
+    """Refuse a role whose blocks' parameters are split differently across ranks: their shards would not line up."""
+    layouts = [sharding(p, f"GradientSmoothing: {name!r}") for p in params]
+    differing = next((index for index, layout in enumerate(layouts) if layout != layouts[0]), None)
+    if differing is not None:
+        raise ValueError(
+            f"GradientSmoothing: {name!r} is sharded as {layouts[differing]} in block {differing} but as {layouts[0]} "
+            "in block 0; depth smoothing mixes the blocks' local shards entry by entry, so every block must be "
+            "sharded alike (fully_shard each block over the same mesh, or none)"
+        )
+
+
 class GradientSmoothing(OptimizerWrapper):
     """Wraps ``base_optimizer``; after (or before) its step, smooths each block role's update across depth.
 
@@ -184,12 +203,14 @@ class GradientSmoothing(OptimizerWrapper):
             if any(inside) and not all(inside):
                 raise ValueError(f"GradientSmoothing: {name!r} is optimized in some blocks but not in others")
             if all(inside):
+                _check_sharded_alike(name, params)
                 roles[name] = params
         if not roles:
             raise ValueError("GradientSmoothing: `base_optimizer` optimizes no parameter of the blocks")
         return roles
 
     def _smooth(self, tensors: list[torch.Tensor], before: torch.Tensor | None = None) -> None:
+        tensors = [local(t) for t in tensors]
         stacked = torch.stack([t.detach().reshape(-1) for t in tensors])
         smoothed = depth_smooth(stacked, self.matrix.to(stacked.device), before)
         # One fused copy back per role, not one per block: on a GPU the per-block launches cost more than the bytes.
@@ -218,7 +239,9 @@ class GradientSmoothing(OptimizerWrapper):
                 self._smooth(grads)
             self.base_optimizer.step()
             return loss
-        before = {name: torch.stack([p.detach().reshape(-1) for p in params]) for name, params in self.roles.items()}
+        before = {
+            name: torch.stack([local(p).detach().reshape(-1) for p in params]) for name, params in self.roles.items()
+        }
         self.base_optimizer.step()
         for name, params in self.roles.items():
             self._smooth(params, before.pop(name))

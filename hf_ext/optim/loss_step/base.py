@@ -13,7 +13,9 @@ size of the last step is kept in each group's ``"step_size"`` (saved with ``stat
 """
 
 import torch
+import torch.distributed as dist
 
+from ..._sharded import shard_group, squared_norm_part, sum_across
 from ..._validation import check_finite, check_finite_loss
 
 NORMS = ("global", "per_group")
@@ -65,11 +67,10 @@ class LossStepOptimizer(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure=None):
         loss = self._take_loss(closure)
-        value = float(loss)
+        grads = [[p.grad for p in group["params"] if p.grad is not None] for group in self.param_groups]
+        value, *squares = self._loss_and_squares(loss, grads)
         check_finite_loss(type(self).__name__, torch.tensor(value), self.param_groups[0]["steps"])
         self.check_loss(value)
-        grads = [[p.grad for p in group["params"] if p.grad is not None] for group in self.param_groups]
-        squares = [torch.stack(torch._foreach_norm(g)).square().sum().item() if g else 0.0 for g in grads]
         if self.norm == "global":
             squares = [sum(squares)] * len(squares)
         for group, group_grads, grad_sq in zip(self.param_groups, grads, squares, strict=True):
@@ -89,6 +90,22 @@ class LossStepOptimizer(torch.optim.Optimizer):
             torch._foreach_add_(buffers, group_grads, alpha=(1 - beta) * gamma)
             torch._foreach_sub_(params, buffers)
         return loss
+
+    def _loss_and_squares(self, loss, grads: list[list[torch.Tensor]]) -> list[float]:
+        """The loss and each group's ``||g||^2`` (float64), over all ranks for FSDP2 shards.
+
+        Under FSDP2 each rank has its own micro-batch's loss and shards of the averaged gradient: the
+        losses are averaged and the squares summed over the shards' process group, in one ``all_reduce``.
+        One process and DDP (whole gradients) need none; under DDP the loss handed over must already be
+        the ranks' average, as :class:`~hf_ext.optim.LossToOptimizerTrainer` makes it.
+        """
+        flat = [g for group in grads for g in group]
+        group = shard_group(flat, type(self).__name__)
+        ranks = dist.get_world_size(group) if group is not None else 1
+        device = flat[0].device if flat else None
+        mean_part = torch.tensor(float(loss) / ranks, dtype=torch.float64, device=device)
+        parts = torch.stack([mean_part, *(squared_norm_part(g, group) for g in grads)])
+        return sum_across(parts, group).tolist()
 
     def step_sizes(self) -> list[float]:
         """The effective step size of the last step, per parameter group."""

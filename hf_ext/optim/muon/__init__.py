@@ -2,5 +2,6 @@
 symmetry-curvature recipes."""
 
 from .muon_adamw import MuonWithAdamW
+from .sharded import ShardedMuon
 
-__all__ = ["MuonWithAdamW"]
+__all__ = ["MuonWithAdamW", "ShardedMuon"]

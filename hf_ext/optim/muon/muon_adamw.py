@@ -3,12 +3,14 @@
 The usual Muon setup (Muon handles 2-D hidden weights only): the outside baseline that the Scion and
 symmetry-curvature recipes compare with. The two inner optimizers step with this optimizer's groups and
 state (the same objects), so one ``state_dict()``, one learning-rate scheduler and one ``load_state_dict()``
-cover both, as for any single ``torch.optim.Optimizer``.
+cover both, as for any single ``torch.optim.Optimizer``. The Muon part is :class:`~.sharded.ShardedMuon`:
+``torch.optim.Muon`` itself on one process and under DDP, whole matrices on owner ranks under FSDP2.
 """
 
 import torch
 
 from ..._validation import check_finite
+from .sharded import ShardedMuon
 
 
 class MuonWithAdamW(torch.optim.Optimizer):
@@ -52,7 +54,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
         if any(id(p) in taken for p in params):
             raise ValueError("MuonWithAdamW: some parameters appear in more than one parameter group")
         group = {**param_group, "params": params, "lr": lr}
-        kind = torch.optim.Muon if use_muon else torch.optim.AdamW
+        kind = ShardedMuon if use_muon else torch.optim.AdamW
         inner = next((o for o in self.optimizers if isinstance(o, kind)), None)
         if inner is None:
             settings = {"adjust_lr_fn": "match_rms_adamw"} if use_muon else {}

@@ -18,6 +18,12 @@ parameter has its own norm, chosen for its role (a matrix is read as the linear 
 Why its own optimizer: ``torch.optim.Muon`` has the spectral LMO only (other parameters go to
 AdamW) and no constrained variant; Scion gives every layer its geometry, which is what the
 batch-size theory of :mod:`hf_ext.optim.scion.critical_batch` measures in.
+
+Sharded parameters (FSDP2): the momentum stays sharded like its parameter. ``sign`` and ``colnorm``
+step on each rank's shard when the axis their LMO reads is not the split one (FSDP2's row split of
+the head and of the embeddings); ``spectral`` and ``rms`` need the whole tensor, which its owner rank
+gathers, steps and sends back in blocks (:class:`~hf_ext.optim.shared.sharding.OwnerExchange`), so the
+step is one process's.
 """
 
 import math
@@ -26,14 +32,18 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from ..._sharded import local, sharding
 from ..._validation import check_finite
 from ..shared.newton_schulz import QUINTIC, newton_schulz
+from ..shared.sharding import OwnerExchange
 
 EPS = 1e-12
 
 
 class Spectral:
     """Operator norm RMS -> RMS: the hidden matrices' geometry (Muon's update, scaled by sqrt(d_out/d_in))."""
+
+    reads_axis = None  # the axis of the (d_out, d_in) view each LMO entry reads whole; None: the whole tensor
 
     def __init__(self, ns_steps: int = 5, coefficients: tuple[float, float, float] = QUINTIC):
         self.ns_steps, self.coefficients = ns_steps, coefficients
@@ -55,6 +65,8 @@ class Spectral:
 class Sign:
     """Max-norm (l1 -> l_inf) times d_in: the output head's geometry (a logit moves by at most the input's mean)."""
 
+    reads_axis = 1
+
     def lmo(self, d: torch.Tensor) -> torch.Tensor:
         return -torch.sign(d) / d.shape[1]
 
@@ -71,6 +83,8 @@ class Sign:
 class ColNorm:
     """Largest column RMS (l1 -> RMS): the embeddings' geometry, each token's vector on its own."""
 
+    reads_axis = 0
+
     def lmo(self, d: torch.Tensor) -> torch.Tensor:
         return -math.sqrt(d.shape[0]) * d / d.norm(dim=0, keepdim=True).clamp(min=EPS)
 
@@ -86,6 +100,8 @@ class ColNorm:
 
 class RMS:
     """Root-mean-square norm of the whole tensor: biases and norm gains."""
+
+    reads_axis = None
 
     def lmo(self, d: torch.Tensor) -> torch.Tensor:
         return -math.sqrt(d.numel()) * d / d.norm().clamp(min=EPS)
@@ -223,6 +239,10 @@ class Scion(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        # Owners over every parameter that needs its whole tensor, with a gradient this step or not: they stay put.
+        whole = [p for group in self.param_groups for p in group["params"] if self._needs_whole(group, p)]
+        position = {id(p): index for index, p in enumerate(whole)}
+        groups, pending = {}, []
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -232,9 +252,33 @@ class Scion(torch.optim.Optimizer):
                     state["momentum_buffer"] = torch.zeros_like(p)
                 d = state["momentum_buffer"].lerp_(p.grad, group["alpha"])
                 if group["constrained"]:
-                    p.mul_(1 - group["lr"])
-                p.add_(self._direction(group, p, d), alpha=group["lr"])
+                    local(p).mul_(1 - group["lr"])
+                if id(p) in position:
+                    groups[id(p)] = group
+                    pending.append((p, d))
+                else:
+                    local(p).add_(self._direction(group, local(p), local(d)), alpha=group["lr"])
+        directions = OwnerExchange(whole, "Scion").run(
+            [position[id(p)] for p, _ in pending],
+            [[d] for _, d in pending],
+            lambda index, tensors: self._direction(groups[id(whole[index])], whole[index], tensors[0]),
+        )
+        for (p, _), direction in zip(pending, directions, strict=True):
+            local(p).add_(direction, alpha=groups[id(p)]["lr"])
         return loss
+
+    @staticmethod
+    def _needs_whole(group: dict, param: torch.Tensor) -> bool:
+        """Whether ``param`` is sharded along an axis its LMO reads (then its owner steps it whole)."""
+        layout = sharding(param, "Scion: a parameter")
+        if layout is None:
+            return False
+        name = resolve_norm(group["norm"], param)
+        axis = NORMS[name].reads_axis
+        split = min(layout.dim, 1)  # the (d_out, d_in) view's axis the shards split
+        if group["transposed"]:
+            split = 1 - split
+        return axis is None or axis == split
 
     def _direction(self, group: dict, param: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         """``scale * lmo(d)``, shaped like ``param``."""

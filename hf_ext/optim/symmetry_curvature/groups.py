@@ -247,6 +247,12 @@ class SymmetryGroup:
         self.transposed = not self.rows.commutative
         self.outer, self.inner = (self.cols, self.rows) if self.transposed else (self.rows, self.cols)
 
+    @property
+    def elementwise(self) -> bool:
+        """Whether ``S`` is diagonal (the scaling group on both sides: Adam's estimate), each entry preconditioned
+        on its own, so that a shard of the gradient is stepped without the rest of the matrix."""
+        return isinstance(self.rows, Scaling) and isinstance(self.cols, Scaling)
+
     def __repr__(self) -> str:
         return f"SymmetryGroup({self.rows.name!r}, {self.cols.name!r})"
 

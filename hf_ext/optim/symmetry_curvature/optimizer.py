@@ -14,6 +14,13 @@ structure (hats: Adam's bias corrections; ``damping`` is relative to the mean ei
 - ``("scaling", "scaling")``: the diagonal, i.e. Adam; ``("orthogonal", "orthogonal")``: normalised SGD.
 
 Every group's step has entries of RMS about 1, like Adam's, so learning rates carry over.
+
+Sharded parameters (FSDP2): ``("scaling", "scaling")`` layers (the fallback: embeddings, head, norms)
+step on each rank's shard, their state sharded like the parameter; every other group needs the whole
+gradient, so each such matrix has an owner rank (:class:`~hf_ext.optim.shared.sharding.OwnerExchange`)
+that gathers its gradient, keeps its whole state (``exp_avg``, ``moment``, ``mean_square``, ``step``)
+and sends back each rank's block of the direction: one process's step, with the state split across
+ranks matrix by matrix. Such state reloads at the same world size.
 Why its own optimizer: Shampoo, Muon and KFAC each fix one structure; here the structure is derived
 from a symmetry group the user picks per layer.
 """
@@ -23,7 +30,9 @@ import fnmatch
 import torch
 from torch import nn
 
+from ..._sharded import local, shard_group, squared_norm_part, sum_across
 from ..._validation import check_finite
+from ..shared.sharding import OwnerExchange
 from .groups import GROUPS, SymmetryGroup
 
 FALLBACK = ("scaling", "scaling")  # vectors, embeddings and the output head: the diagonal (Adam-like) estimate
@@ -133,28 +142,71 @@ class SymmetryCurvature(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                symmetry = SymmetryGroup(*resolve_group(group["group"], p))
-                g, state = as_matrix(p.grad), self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(g)
-                    state["moment"] = torch.zeros_like(symmetry.second_moment(g))
-                    state["mean_square"] = torch.zeros((), dtype=g.dtype, device=g.device)
-                state["step"] += 1
-                t = state["step"]
-                state["exp_avg"].lerp_(g, 1 - beta1)
-                state["moment"].lerp_(symmetry.second_moment(g), 1 - beta2)
-                state["mean_square"].lerp_(g.square().mean(), 1 - beta2)
-                correction = 1 - beta2**t
-                damping = group["damping"] * state["mean_square"].item() / correction + torch.finfo(g.dtype).tiny
-                direction = symmetry.precondition(
-                    state["moment"] / correction, state["exp_avg"] / (1 - beta1**t), damping=damping
-                )
-                p.mul_(1 - group["lr"] * group["weight_decay"])
-                p.add_(direction.reshape(p.shape), alpha=-group["lr"])
+        groups = {p: group for group in self.param_groups for p in group["params"]}
+        symmetries = {p: SymmetryGroup(*resolve_group(group["group"], p)) for p, group in groups.items()}
+        # Owners over every whole-matrix parameter, with a gradient this step or not, so that they stay put.
+        matrices = [p for p, symmetry in symmetries.items() if not symmetry.elementwise]
+        exchange = OwnerExchange(matrices, "SymmetryCurvature")
+        stepped = [p for p in groups if p.grad is not None]
+        self._step_elementwise([p for p in stepped if symmetries[p].elementwise], groups)
+
+        def direction(index: int, whole: list[torch.Tensor]) -> torch.Tensor:
+            p = matrices[index]
+            g, state = as_matrix(whole[0]), self.state[p]
+            if not state:
+                self._init_state(state, torch.zeros_like(g), torch.zeros_like(symmetries[p].second_moment(g)))
+            step = self._direction(groups[p], symmetries[p], state, state["exp_avg"], state["moment"], g)
+            return step.reshape(p.shape)
+
+        pending = [p for p in stepped if not symmetries[p].elementwise]
+        position = {id(p): index for index, p in enumerate(matrices)}
+        indices = [position[id(p)] for p in pending]
+        for p, step in zip(pending, exchange.run(indices, [[p.grad] for p in pending], direction), strict=True):
+            self._apply(groups[p], p, step)
         return loss
+
+    @staticmethod
+    def _init_state(state: dict, exp_avg: torch.Tensor, moment: torch.Tensor) -> None:
+        state["step"] = 0
+        state["exp_avg"] = exp_avg
+        state["moment"] = moment
+        state["mean_square"] = torch.zeros((), dtype=exp_avg.dtype, device=exp_avg.device)
+
+    def _step_elementwise(self, params: list[torch.Tensor], groups: dict) -> None:
+        """Diagonal-``S`` parameters on this rank's shards, their state shaped and sharded like them; the mean of
+        ``g^2`` over each whole parameter comes from one ``all_reduce`` for all of them."""
+        if not params:
+            return
+        process_group = shard_group(params, "SymmetryCurvature")
+        squares = sum_across(torch.stack([squared_norm_part([p.grad], process_group) for p in params]), process_group)
+        for p, square_sum in zip(params, squares, strict=True):
+            state = self.state[p]
+            if not state:
+                self._init_state(state, torch.zeros_like(p), torch.zeros_like(p))
+            g = as_matrix(local(p.grad))
+            views = [as_matrix(local(state[name])) for name in ("exp_avg", "moment")]
+            symmetry = SymmetryGroup(*resolve_group(groups[p]["group"], p))
+            mean_square = (square_sum / p.numel()).to(g.dtype)
+            self._apply(groups[p], p, self._direction(groups[p], symmetry, state, *views, g, mean_square))
+
+    @staticmethod
+    def _direction(group: dict, symmetry: SymmetryGroup, state: dict, exp_avg, moment, g, mean_square=None):
+        """One step of the module docstring's estimates for the gradient matrix ``g`` (whole, or a shard for a
+        diagonal ``S``; ``mean_square``: the mean of ``g^2`` over the whole parameter, default ``g``'s own);
+        returns the direction, a matrix like ``g``."""
+        beta1, beta2 = group["betas"]
+        state["step"] += 1
+        t = state["step"]
+        exp_avg.lerp_(g, 1 - beta1)
+        moment.lerp_(symmetry.second_moment(g), 1 - beta2)
+        state["mean_square"].lerp_(g.square().mean() if mean_square is None else mean_square, 1 - beta2)
+        correction = 1 - beta2**t
+        damping = group["damping"] * state["mean_square"].item() / correction + torch.finfo(g.dtype).tiny
+        return symmetry.precondition(moment / correction, exp_avg / (1 - beta1**t), damping=damping)
+
+    @staticmethod
+    def _apply(group: dict, p: torch.Tensor, direction: torch.Tensor) -> None:
+        """Decoupled weight decay, then the step, on this rank's part of ``p`` (``direction``: that part's entries)."""
+        part = local(p)
+        part.mul_(1 - group["lr"] * group["weight_decay"])
+        part.add_(direction.reshape(part.shape), alpha=-group["lr"])

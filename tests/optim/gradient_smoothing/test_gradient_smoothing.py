@@ -4,8 +4,10 @@ import pytest
 import torch
 from torch import nn
 
+from hf_ext._sharded import Sharding
 from hf_ext.models import load_minilm, tiny_causal_lm
 from hf_ext.optim import GradientSmoothing, GradientSmoothingFactory, find_blocks, smoothing_matrix
+from hf_ext.optim.gradient_smoothing import smoothing
 
 
 class Stack(nn.Module):
@@ -194,3 +196,13 @@ def test_blocks_that_differ_are_refused():
     model.layers.append(nn.Linear(3, 4))
     with pytest.raises(ValueError, match=r"block 4 differs from block 0 at 'weight'"):
         GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, blocks=model.layers)
+
+
+def test_blocks_sharded_differently_are_refused(monkeypatch):
+    """The depth mix runs on local shards, so a role must be split alike in every block (else its rows misalign)."""
+    model = Stack()
+    first = set(map(id, model.layers[0].parameters()))
+    split = Sharding(dim=0, group=None, sizes=(2, 1))
+    monkeypatch.setattr(smoothing, "sharding", lambda p, name: split if id(p) in first else None)
+    with pytest.raises(ValueError, match=r"'weight' is sharded as None in block 1 .* must be sharded alike"):
+        GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, window=3)

@@ -1,0 +1,54 @@
+"""``torch.optim.Muon`` for FSDP2: each matrix orthogonalized whole, on one owner rank.
+
+``torch.optim.Muon`` on ``DTensor`` shards orthogonalizes each rank's block of rows, a different and
+silently wrong update (1e-2 relative off one process after one step). :class:`ShardedMuon` keeps
+torch's momentum, sharded like its parameter, and hands each matrix's Newton-Schulz input to its
+owner rank (:class:`~hf_ext.optim.shared.sharding.OwnerExchange`), which runs torch's own
+orthogonalization (bfloat16) on the whole matrix and sends each rank its block; on tensors that are
+not sharded it is ``torch.optim.Muon``'s step.
+"""
+
+import torch
+from torch.optim._muon import _adjust_lr, _zeropower_via_newtonschulz
+
+from ..._sharded import local, sharding
+from ..shared.sharding import OwnerExchange
+
+
+class ShardedMuon(torch.optim.Muon):
+    """``torch.optim.Muon`` (same arguments, state and ``state_dict``) whose step on FSDP2-sharded parameters is
+    the one-process step, bit for bit: torch's own Newton-Schulz and learning-rate adjustment, on whole matrices."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        params = [p for group in self.param_groups for p in group["params"]]
+        if all(sharding(p, "ShardedMuon: a parameter") is None for p in params):
+            return super().step(closure)
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        exchange = OwnerExchange(params, "ShardedMuon")  # owners over every parameter, so they stay put
+        position = {id(p): index for index, p in enumerate(params)}
+        for group in self.param_groups:
+            stepped = [p for p in group["params"] if p.grad is not None]
+            updates = []
+            for p in stepped:
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p.grad)
+                buffer = state["momentum_buffer"].lerp_(p.grad, 1 - group["momentum"])
+                updates.append(p.grad.lerp(buffer, group["momentum"]) if group["nesterov"] else buffer)
+
+            def orthogonalize(index: int, whole: list[torch.Tensor], group=group) -> torch.Tensor:
+                return _zeropower_via_newtonschulz(whole[0], group["ns_coefficients"], group["ns_steps"], group["eps"])
+
+            orthogonal = exchange.run(
+                [position[id(p)] for p in stepped], [[u] for u in updates], orthogonalize, out_dtype=torch.bfloat16
+            )
+            lr = float(group["lr"])
+            for p, update in zip(stepped, orthogonal, strict=True):
+                part = local(p)
+                part.mul_(1 - lr * group["weight_decay"])
+                part.add_(update, alpha=-_adjust_lr(lr, group["adjust_lr_fn"], p.shape))
+        return loss

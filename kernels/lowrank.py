@@ -41,8 +41,9 @@ def seeded_normal_triton(shape: tuple[int, ...], seed: int, device: torch.device
     return out
 
 
+@torch.compiler.disable  # traced, inductor would replace the seeded draws (unless fallback_random)
 def seeded_normal(shape: tuple[int, ...], seed: int, device: torch.device | str) -> torch.Tensor:
-    """Float32 standard normal tensor determined by ``seed`` (and the device type)."""
+    """Float32 standard normal tensor determined by ``seed`` (and the device type), also under ``torch.compile``."""
     _check_seed("seeded_normal", seed)
     probe = torch.empty(0, device=device)
     if use_triton(probe):
@@ -91,8 +92,9 @@ def lowrank_perturb_triton_(weight: torch.Tensor, basis: torch.Tensor, seed: int
     return weight
 
 
+@torch.compiler.disable  # traced, inductor would replace the seeded draws (unless fallback_random)
 def lowrank_perturb_(weight: torch.Tensor, basis: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
-    """Add ``scale * N(seed) @ basis.T`` to the 2-D ``weight`` in place and return it.
+    """Add ``scale * N(seed) @ basis.T`` to the 2-D ``weight`` in place and return it (eagerly under ``torch.compile``).
 
     Args:
         weight: ``(out, in)`` floating tensor, modified in place.

@@ -44,8 +44,9 @@ def seeded_perturb_triton_(param: torch.Tensor, seed: int, scale: float) -> torc
     return param
 
 
+@torch.compiler.disable  # traced, inductor would replace the seeded draws (unless fallback_random)
 def seeded_perturb_(param: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
-    """Add ``scale * z(seed)`` to ``param`` in place; the same seed always gives the same ``z``.
+    """Add ``scale * z(seed)`` to ``param`` in place; the same seed always gives the same ``z``, compiled or not.
 
     Args:
         param: tensor to perturb (any floating dtype); modified in place and returned.

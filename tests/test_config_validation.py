@@ -37,6 +37,7 @@ from hf_ext.optim import (
 from hf_ext.plasticity import PlasticityCallback
 from hf_ext.quant import ProgressiveBinarizationCallback, ProgressiveBinaryLinear, binarize_model
 from hf_ext.rl import UpdateSparsityCallback, grpo_preset
+from hf_ext.zo import MeZOConfig, ZOOptimizer, ZOPerturbation
 
 NAN, INF = float("nan"), float("inf")
 # Values for fields that have no default (the recipes' required arguments), by field name.
@@ -192,6 +193,10 @@ KWARG_BUILDERS = {
     ),
     "UpdateSparsityCallback": (UpdateSparsityCallback, UpdateSparsityCallback),
     "binarize_model": (binarize_model, lambda **kwargs: binarize_model(nn.Sequential(nn.Linear(4, 3)), **kwargs)),
+    "ZOOptimizer": (
+        ZOOptimizer,
+        lambda **kwargs: ZOOptimizer(ZOPerturbation(nn.Sequential(nn.Linear(2, 2)), MeZOConfig()), **kwargs),
+    ),
 }
 
 

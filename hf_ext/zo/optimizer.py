@@ -1,30 +1,90 @@
 """The update of zeroth-order training as a ``torch.optim.Optimizer``, so the Trainer's schedulers,
 checkpointing and accelerate's wrapping work unchanged."""
 
+from collections.abc import Callable, Iterable
+
 import torch
 
-from .perturbation import ZOPerturbation
+from .._validation import check_finite
+from .estimator import estimate_projected_gradients
+from .perturbation import ZOPerturbation, derive_seed
+
+# Besides torch's defaults/state/param_groups, what a copy or a pickle must keep to go on stepping.
+_COPIED_ATTRIBUTES = ("perturbation", "seed", "_steps", "_pending", "_skip")
 
 
 class ZOOptimizer(torch.optim.Optimizer):
     """Applies ``theta <- theta - lr * (g * Z + wd * theta)`` from the projected gradients of the step.
 
-    :meth:`accumulate` records ``(seed, g)`` pairs (from every micro-batch of a step);
-    :meth:`step` regenerates each ``Z`` from its seed and applies the update, so nothing
-    parameter-sized is stored. AGZO's subspaces are part of :meth:`state_dict`, which makes a
-    resumed run continue exactly as an uninterrupted one.
+    Each parameter group uses its own ``lr`` and ``weight_decay``, so schedulers and per-group
+    settings work as in ``torch.optim``. The groups hold exactly the perturbed parameters:
+    :meth:`add_param_group` makes the perturbation include the new parameters (they must belong
+    to the model), since a step can only move what its forwards perturbed.
+
+    Two ways to step:
+
+    - ``loss = opt.step(closure)``: ``closure()`` returns the loss of the model on the current
+      batch, *without* calling ``backward``; the step calls it ``2q`` times (``q + 1`` one-point)
+      under ``torch.no_grad()`` at perturbed weights, draws the seeds from ``seed`` and its step
+      count, refreshes AGZO's subspaces every ``subspace_refresh_interval`` steps, and returns
+      the mean loss. A NaN or inf loss makes the step change nothing.
+    - :meth:`accumulate` records ``(seed, g)`` pairs (``ZOTrainer`` does it for every micro-batch)
+      and ``step()`` applies them; :meth:`zero_grad` drops them, as torch's drops gradients.
+
+    ``step`` regenerates each ``Z`` from its seed, so nothing parameter-sized is stored. The step
+    count and AGZO's subspaces are part of :meth:`state_dict`, which makes a resumed run continue
+    exactly as an uninterrupted one; the pending pairs are not (they are the gradient, not state).
     """
 
-    def __init__(self, perturbation: ZOPerturbation, lr: float, weight_decay: float, decay_names: set[str]):
-        named = dict(perturbation.model.named_parameters())
-        names = perturbation.parameter_names()
-        decay = [named[n] for n in names if n in decay_names]
-        no_decay = [named[n] for n in names if n not in decay_names]
+    def __init__(
+        self,
+        perturbation: ZOPerturbation,
+        lr: float = 1e-3,
+        weight_decay: float | None = None,
+        decay_names: Iterable[str] | None = None,
+        seed: int = 0,
+    ):
+        """
+        Args:
+            perturbation: the model's perturbations; its parameters become the optimizer's.
+            lr: learning rate of every group.
+            weight_decay: decoupled decay of the ``decay_names`` group; ``None`` takes the config's.
+            decay_names: parameter names that decay; ``None``: the targeted linear weights.
+            seed: seeds of the perturbations drawn by ``step(closure)`` (step ``t`` draws from ``(seed, t)``).
+        """
+        if not isinstance(perturbation, ZOPerturbation):
+            raise TypeError(f"ZOOptimizer: `perturbation` must be a ZOPerturbation, got {type(perturbation).__name__}")
+        weight_decay = perturbation.config.weight_decay if weight_decay is None else weight_decay
+        check_finite("ZOOptimizer", "seed", seed)
+        if not isinstance(seed, int):
+            raise TypeError(f"ZOOptimizer: `seed` must be an integer, got {seed!r}")
+        named = perturbation.named_parameters()
+        if decay_names is None:
+            decay_names = [name + ".weight" for name in perturbation.targets.linears]
+        decay_names = set(decay_names)
+        decay = [param for name, param in named.items() if name in decay_names]
+        no_decay = [param for name, param in named.items() if name not in decay_names]
         groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-        super().__init__([g for g in groups if g["params"]], {"lr": lr, "weight_decay": 0.0})
-        self.perturbation = perturbation
+        self.perturbation = perturbation  # before Optimizer.__init__, whose add_param_group reads it
+        self.seed = seed
+        self._steps = 0
         self._pending: list[tuple[int, float]] = []
         self._skip = False
+        super().__init__([g for g in groups if g["params"]], {"lr": lr, "weight_decay": 0.0})
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a group with its own ``lr``/``weight_decay``; its parameters join the perturbation."""
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        try:
+            for name in ("lr", "weight_decay"):
+                check_finite("ZOOptimizer", name, group[name])
+                if not group[name] >= 0:
+                    raise ValueError(f"ZOOptimizer: `{name}` must be >= 0, got {group[name]}")
+            self.perturbation.include(group["params"], owner="ZOOptimizer.add_param_group")
+        except ValueError:
+            self.param_groups.pop()
+            raise
 
     def accumulate(self, seeds: list[int], projected_grads: list[float], weight: float) -> None:
         """Add ``weight * g_i * Z(seed_i)`` to the pending update (weight: 1 / (q * accumulation steps))."""
@@ -34,31 +94,70 @@ class ZOOptimizer(torch.optim.Optimizer):
         """Make the next :meth:`step` change nothing (a loss of this step was NaN or inf)."""
         self._skip = True
 
-    @torch.no_grad()
-    def step(self, closure=None):
-        if closure is not None:
-            raise ValueError("ZOOptimizer.step takes no closure: the losses are computed by ZOTrainer")
-        if self._skip:
-            self._pending.clear()
-            self._skip = False
-            return
-        lr = self.param_groups[0]["lr"]
-        for group in self.param_groups:
-            if group["weight_decay"]:
-                for param in group["params"]:
-                    param.mul_(1 - group["lr"] * group["weight_decay"])
-        for seed, coefficient in self._pending:
-            self.perturbation.add_direction_(seed, -lr * coefficient)
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop the pending update (and a pending skip), as torch optimizers drop accumulated gradients."""
+        super().zero_grad(set_to_none)
         self._pending.clear()
+        self._skip = False
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
+        """Apply the pending update; with ``closure``, estimate it first from the closure's losses (see the class)."""
+        loss = None
+        if closure is not None:
+            if self._pending:
+                raise RuntimeError(
+                    "ZOOptimizer.step(closure) estimates the step from the closure, but accumulate() already "
+                    "recorded estimates for it: call step() without a closure, or zero_grad() first"
+                )
+            loss = self._estimate(closure)
+        if not self._skip:
+            self._apply_pending()
+        self._pending.clear()
+        self._skip = False
+        self._steps += 1
+        return loss
+
+    def _estimate(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:
+        config = self.perturbation.config
+        refresh = self.perturbation.is_subspace and self._steps % config.subspace_refresh_interval == 0
+        estimate = estimate_projected_gradients(
+            self.perturbation, closure, step_seed=derive_seed(self.seed, self._steps), refresh_subspaces=refresh
+        )
+        if estimate.finite:
+            self.accumulate(estimate.seeds, estimate.projected_grads, 1 / len(estimate.seeds))
+        else:
+            self.skip_step()
+        return torch.tensor(estimate.loss, dtype=torch.float64)
+
+    def _apply_pending(self) -> None:
+        names = {id(param): name for name, param in self.perturbation.named_parameters().items()}
+        for group in self.param_groups:
+            lr, weight_decay = group["lr"], group["weight_decay"]
+            if not lr:
+                continue
+            if weight_decay:
+                for param in group["params"]:
+                    param.mul_(1 - lr * weight_decay)
+            group_names = {names[id(param)] for param in group["params"]}
+            for seed, coefficient in self._pending:
+                self.perturbation.add_direction_(seed, -lr * coefficient, names=group_names)
 
     def state_dict(self) -> dict:
         state = super().state_dict()
         state["zo_subspaces"] = {name: basis.clone() for name, basis in self.perturbation.subspaces.items()}
+        state["zo_steps"] = self._steps
         return state
 
     def load_state_dict(self, state_dict: dict) -> None:
         state_dict = dict(state_dict)
         subspaces = state_dict.pop("zo_subspaces", {})
+        steps = state_dict.pop("zo_steps", 0)
         super().load_state_dict(state_dict)
-        device = self.param_groups[0]["params"][0].device
-        self.perturbation.subspaces = {name: basis.to(device) for name, basis in subspaces.items()}
+        linears = self.perturbation.targets.linears
+        self.perturbation.subspaces = {name: basis.to(linears[name].weight.device) for name, basis in subspaces.items()}
+        self._steps = steps
+
+    # torch.optim.Optimizer pickles only defaults/state/param_groups: a copy would lose the perturbation.
+    def __getstate__(self) -> dict:
+        return super().__getstate__() | {name: self.__dict__[name] for name in _COPIED_ATTRIBUTES}

@@ -12,13 +12,23 @@ MeZO: ``Z = z``, isotropic Gaussian. AGZO: ``Z = N U^T / sqrt(r)``, ``N (out x r
 the first forward of a step (before that layer's perturbation is added). Layers fed the very same
 input tensor (a Llama block's q/k/v projections, its gate/up projections) share one basis: the
 range finder runs 4 times per block instead of 7, and it was the whole of AGZO's overhead over
-MeZO on a GPU.
+MeZO on a GPU. A targeted layer that the capture forward does not call (a frozen head, an unused
+branch, an expert no token reached) gets an empty basis ``(in x 0)``: the span of no activations
+is ``{0}``, so that layer is neither perturbed nor updated until a later capture sees it used. Its
+gradient on those batches is exactly zero; a dense MeZO-style fallback would only add a random
+walk to it.
+
+The hooks run eagerly under ``torch.compile`` (``torch.compiler.disable``): traced, inductor
+would replace the seeded draws with its own random numbers (unless
+``torch._inductor.config.fallback_random``), so the forwards would be perturbed along another
+direction than the one the update regenerates from the seed, and dynamo would recompile for
+every new seed.
 """
 
 import contextlib
 import math
 import weakref
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -27,7 +37,7 @@ from hf_ext.kernels import lowrank_perturb_, seeded_normal, seeded_perturb_
 
 from .config import AGZOConfig, ZOConfig
 from .subspace import Reduce, activation_subspace
-from .targets import resolve_targets
+from .targets import extend_targets, resolve_targets
 
 _MASK64 = (1 << 64) - 1
 
@@ -67,11 +77,23 @@ class ZOPerturbation:
         return isinstance(self.config, AGZOConfig)
 
     def needs_subspaces(self) -> bool:
-        return self.is_subspace and len(self.subspaces) < len(self.targets.linears)
+        """Whether a targeted layer has not been through a capture forward yet (AGZO only)."""
+        return self.is_subspace and any(name not in self.subspaces for name in self.targets.linears)
 
     def parameter_seed(self, seed: int, name: str) -> int:
         """Seed of parameter ``name``'s noise within the perturbation drawn from ``seed``."""
         return derive_seed(seed, self._index[name])
+
+    def include(self, params: Iterable[torch.Tensor], owner: str = "ZOPerturbation") -> None:
+        """Perturb (and so let the update move) ``params`` too; they must be parameters of the model.
+
+        The weight of an untied ``nn.Linear`` gets the method's perturbation, any other parameter
+        isotropic noise, whatever ``other_params`` says: adding it asks for it to be trained.
+        Seeds of the parameters already perturbed do not change.
+        """
+        self.targets = extend_targets(self.model, self.targets, params, owner)
+        for name in (*self.targets.linears, *self.targets.others):
+            self._index.setdefault(name, len(self._index))
 
     # -- forward-time perturbation -------------------------------------------------------------
 
@@ -86,10 +108,16 @@ class ZOPerturbation:
         """Run forwards at ``theta + scale * Z(seed)`` (``scale`` 0: at ``theta``).
 
         With ``capture_seed`` (AGZO), each targeted layer first recomputes its subspace from the
-        activations it receives, then applies its perturbation in that new subspace.
+        activations it receives, then applies its perturbation in that new subspace; a layer the
+        forward does not call is left with an empty basis.
         """
         if capture_seed is not None and not self.is_subspace:
             raise ValueError("subspace capture needs an AGZOConfig")
+        if capture_seed is not None:
+            self.subspaces = {
+                name: module.weight.new_empty((module.weight.shape[1], 0), dtype=torch.float32)
+                for name, module in self.targets.linears.items()
+            }
         self._seed, self._scale, self._capture_seed, self._row_mask = seed, scale, capture_seed, row_mask
         handles = [module.register_forward_hook(self._make_hook(name)) for name, module in self.targets.linears.items()]
         snapshots = []
@@ -108,15 +136,23 @@ class ZOPerturbation:
             self._last_capture = None
 
     def _make_hook(self, name: str):
+        @torch.compiler.disable  # see the module docstring: exact seeded draws, no recompiles per seed
         def hook(module: nn.Linear, args: tuple, output: torch.Tensor) -> torch.Tensor:
             inputs = args[0]
             if self._capture_seed is not None:
                 self.subspaces[name] = self._capture(name, inputs)
-            if not self._scale:
+            if not self._scale or not self._is_perturbed(name):
                 return output
             return output + self._scale * self._output_perturbation(name, module, inputs).to(output.dtype)
 
         return hook
+
+    def _is_perturbed(self, name: str) -> bool:
+        """False for an AGZO layer without a basis, or with an empty one (not called in the capture forward)."""
+        if not self.is_subspace:
+            return True
+        basis = self.subspaces.get(name)
+        return basis is not None and basis.shape[1] > 0
 
     def _capture(self, name: str, inputs: torch.Tensor) -> torch.Tensor:
         """The basis of ``inputs``, shared with the previous layer when it was fed the same tensor.
@@ -153,13 +189,21 @@ class ZOPerturbation:
     # -- writing parameters ------------------------------------------------------------------
 
     @torch.no_grad()
-    def add_direction_(self, seed: int, coefficient: float, out: dict[str, torch.Tensor] | None = None) -> None:
-        """``theta += coefficient * Z(seed)`` for every perturbed parameter.
+    def add_direction_(
+        self,
+        seed: int,
+        coefficient: float,
+        out: dict[str, torch.Tensor] | None = None,
+        names: Collection[str] | None = None,
+    ) -> None:
+        """``theta += coefficient * Z(seed)`` for every perturbed parameter (those in ``names`` if given).
 
         With ``out`` (name -> tensor shaped like the parameter), the direction is added to those
         tensors instead, e.g. to materialise a gradient estimate.
         """
         for name, module in self.targets.linears.items():
+            if (names is not None and name + ".weight" not in names) or not self._is_perturbed(name):
+                continue
             target = module.weight.data if out is None else out[name + ".weight"]
             seed_p = self.parameter_seed(seed, name)
             if self.is_subspace:
@@ -168,9 +212,17 @@ class ZOPerturbation:
             else:
                 seeded_perturb_(target, seed_p, coefficient)
         for name, param in self.targets.others.items():
+            if names is not None and name not in names:
+                continue
             target = param.data if out is None else out[name]
             seeded_perturb_(target, self.parameter_seed(seed, name), coefficient)
 
+    def named_parameters(self) -> dict[str, nn.Parameter]:
+        """Every perturbed parameter by name (as in the model's ``named_parameters``), linear weights first."""
+        return {name + ".weight": module.weight for name, module in self.targets.linears.items()} | dict(
+            self.targets.others
+        )
+
     def parameter_names(self) -> list[str]:
         """Names (as in ``named_parameters``) of every perturbed parameter."""
-        return [name + ".weight" for name in self.targets.linears] + list(self.targets.others)
+        return list(self.named_parameters())

@@ -1,8 +1,10 @@
 """Which parameters a zeroth-order method perturbs: targeted linear weights and the rest."""
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
 from .config import ZOConfig
@@ -71,4 +73,34 @@ def resolve_targets(model: nn.Module, config: ZOConfig) -> ZOTargets:
     others = {}
     if config.other_params == "isotropic":
         others = {n: p for n, p in model.named_parameters() if p.requires_grad and id(p) not in weight_ids}
+    return ZOTargets(linears=linears, others=others)
+
+
+def extend_targets(model: nn.Module, targets: ZOTargets, params: Iterable[torch.Tensor], owner: str) -> ZOTargets:
+    """``targets`` plus ``params``: an untied ``nn.Linear`` weight joins the linears, any other parameter the others.
+
+    Raises ``ValueError`` naming ``owner`` for a tensor that is not a parameter of ``model``: a
+    zeroth-order step can only move what its forwards perturb.
+    """
+    names: dict[int, str] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), name)
+    shared = _shared_parameter_ids(model)
+    linear_of = {id(m.weight): (name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear)}
+    known = {id(param) for param in targets.parameters()}
+    linears, others = dict(targets.linears), dict(targets.others)
+    for param in params:
+        if id(param) in known:
+            continue
+        if id(param) not in names:
+            raise ValueError(
+                f"{owner}: `params` holds a tensor of shape {tuple(param.shape)} that is not a parameter of the "
+                "model; a zeroth-order step can only update parameters of the model its forwards perturb"
+            )
+        if id(param) in linear_of and id(param) not in shared:
+            module_name, module = linear_of[id(param)]
+            linears[module_name] = module
+        else:
+            others[names[id(param)]] = param
+        known.add(id(param))
     return ZOTargets(linears=linears, others=others)

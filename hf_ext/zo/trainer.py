@@ -5,6 +5,7 @@ import logging
 import math
 
 import torch
+from accelerate.utils import reduce
 from torch import nn
 from transformers import Trainer
 
@@ -53,12 +54,11 @@ class ZOTrainer(Trainer):
         self._check_args()
         self.zo_config = zo_config
         distributed = self.accelerator.num_processes > 1
+        # accelerate's module-level `reduce` (what Accelerator.reduce calls), so the optimizer pickles.
         self.perturbation = ZOPerturbation(
-            self.model,
-            zo_config,
-            reduce_sum=functools.partial(self.accelerator.reduce, reduction="sum") if distributed else None,
+            self.model, zo_config, reduce_sum=functools.partial(reduce, reduction="sum") if distributed else None
         )
-        self._reduce_mean = functools.partial(self.accelerator.reduce, reduction="mean") if distributed else None
+        self._reduce_mean = functools.partial(reduce, reduction="mean") if distributed else None
         # Nothing is backpropagated, so accelerate only places (and casts) the model: no DDP wrapper.
         self.accelerator.prepare_model = functools.partial(self.accelerator.prepare_model, evaluation_mode=True)
         self._step_of_last_micro_batch: int | None = None
@@ -90,7 +90,7 @@ class ZOTrainer(Trainer):
         if self.optimizer is None:
             decay_names = set(self.get_decay_parameter_names(self.model))
             self.optimizer = ZOOptimizer(
-                self.perturbation, self.args.learning_rate, self.zo_config.weight_decay, decay_names
+                self.perturbation, self.args.learning_rate, self.zo_config.weight_decay, decay_names, self.args.seed
             )
         return self.optimizer
 

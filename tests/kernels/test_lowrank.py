@@ -96,3 +96,16 @@ def test_lowrank_bad_input(weight, basis, seed, error, match):
 def test_triton_lowrank_rejects_column_major_weight():
     with pytest.raises(ValueError, match="row-major"):
         lowrank_perturb_triton_(torch.zeros(6, 4, device=kernel_device()).t(), _basis(6, 2), 0, 1.0)
+
+
+def test_compiled_seeded_kernels_draw_the_noise_eager_ones_do():
+    """Traced by inductor, the seeded torch.Generator draws were replaced (0.46 apart): the kernels run eagerly."""
+    weight, basis = torch.randn(8, 6, device=kernel_device()), _basis(6, 2)
+    calls = {
+        "seeded_normal": lambda w: seeded_normal((8, 2), 1234, w.device),
+        "seeded_perturb_": lambda w: seeded_perturb_(w, 1234, 0.5),
+        "lowrank_perturb_": lambda w: lowrank_perturb_(w, basis, 1234, 0.5),
+    }
+    for name, call in calls.items():
+        torch._dynamo.reset()
+        assert torch.equal(torch.compile(call, backend="inductor")(weight.clone()), call(weight.clone())), name

@@ -1,8 +1,9 @@
 import torch
+import torch._dynamo.testing
 from torch import nn
 
 import hf_ext.zo.perturbation as perturbation_module
-from hf_ext.zo import AGZOConfig
+from hf_ext.zo import AGZOConfig, ZOOptimizer, estimate_projected_gradients
 from hf_ext.zo.perturbation import ZOPerturbation
 
 
@@ -40,3 +41,55 @@ def test_layers_fed_the_same_tensor_share_one_range_finder(monkeypatch):
     with perturbation.perturbed(seed=1, scale=1e-3, capture_seed=7):
         model(x.clone())
     assert len(calls) == 4 and perturbation._last_capture is None
+
+
+def test_agzo_leaves_a_layer_the_forward_never_calls_unperturbed(monkeypatch, make_two_layers, low_rank_batch):
+    """Issue 43: such a layer had no subspace and step() raised KeyError; its gradient is exactly zero."""
+    calls = []
+    real = perturbation_module.activation_subspace
+    monkeypatch.setattr(perturbation_module, "activation_subspace", lambda *a: calls.append(1) or real(*a))
+    model = make_two_layers(use_head=False)
+    head = model.head.weight.detach().clone()
+    perturbation = ZOPerturbation(model, AGZOConfig(rank=2))
+    optimizer = ZOOptimizer(perturbation, 0.1, 0.0, {"body.weight", "head.weight"})
+    for step in range(3):  # as ZOTrainer steps with subspace_refresh_interval=2
+        loss_fn = lambda: model(**low_rank_batch)["loss"]  # noqa: E731
+        estimate = estimate_projected_gradients(perturbation, loss_fn, step, refresh_subspaces=step % 2 == 0)
+        optimizer.accumulate(estimate.seeds, estimate.projected_grads, 1.0)
+        optimizer.step()
+    assert perturbation.subspaces["head"].shape == (5, 0)
+    assert torch.equal(model.head.weight, head)
+    assert len(calls) == 2  # steps 0 and 2: the unseen head does not force a capture every step
+
+
+def test_a_layer_first_called_after_the_capture_is_perturbed_as_the_update_moves_it(make_two_layers, low_rank_batch):
+    """With gradient accumulation a later micro-batch may call a layer the capture forward did not."""
+    model = make_two_layers(use_head=False)
+    perturbation = ZOPerturbation(model, AGZOConfig(rank=2))
+    with torch.no_grad():
+        with perturbation.perturbed(seed=3, scale=0.0, capture_seed=1):
+            model(**low_rank_batch)
+        model.use_head = True
+        with perturbation.perturbed(seed=3, scale=0.05):
+            hooked = model(**low_rank_batch)["loss"]
+        perturbation.add_direction_(3, 0.05)
+        explicit = model(**low_rank_batch)["loss"]
+    torch.testing.assert_close(hooked, explicit, atol=1e-6, rtol=1e-6)
+
+
+def test_a_compiled_model_is_perturbed_exactly_as_the_eager_one_without_recompiling(make_two_layers, low_rank_batch):
+    """Traced hooks recompiled for every new seed (and inductor would redraw their noise): they run eagerly."""
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounter()
+    model = make_two_layers()
+    compiled = torch.compile(model, backend=counter)
+    perturbation = ZOPerturbation(model, AGZOConfig(rank=2))
+    frames = []
+    with torch.no_grad():
+        with perturbation.perturbed(seed=0, scale=0.0, capture_seed=1):
+            model(**low_rank_batch)
+        for seed in range(4):
+            with perturbation.perturbed(seed, 1e-2):
+                assert torch.equal(compiled(**low_rank_batch)["loss"], model(**low_rank_batch)["loss"])
+            frames.append(counter.frame_count)
+    assert frames[0] > 0 and frames == frames[:1] * 4

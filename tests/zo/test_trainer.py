@@ -144,3 +144,18 @@ def test_unsupported_arguments_are_rejected_at_construction(
     args = training_args(**ZO_SETTINGS | overrides)
     with pytest.raises((ValueError, TypeError), match=message):
         ZOTrainer(make_least_squares(), args, train_dataset=_regression_data(), **kwargs)
+
+
+@pytest.mark.slow
+def test_torch_compile_trains_as_eager(training_args, make_least_squares):
+    """TrainingArguments(torch_compile=True): inductor compiles the model, the perturbation hooks run eagerly."""
+    finals = []
+    for compiled in (False, True):
+        model = make_least_squares()
+        args = training_args(**ZO_SETTINGS | dict(max_steps=4, torch_compile=compiled))
+        trainer = ZOTrainer(model, args, train_dataset=_regression_data(), zo_config=AGZOConfig(rank=2, eps=1e-2))
+        trainer.train()
+        assert (type(trainer.model_wrapped).__name__ == "OptimizedModule") == compiled
+        finals.append(model.proj.weight.detach().clone())
+    moved = (finals[0] - make_least_squares().proj.weight).abs().max().item()
+    torch.testing.assert_close(finals[1], finals[0], atol=1e-4 * moved, rtol=0)

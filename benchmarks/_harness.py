@@ -1,18 +1,42 @@
-"""Shared benchmark plumbing: timing with device synchronisation, CPU peak memory, and the JSON last line."""
+"""Shared benchmark plumbing: the common options, timing with device synchronisation, CPU peak memory, and the
+JSON last line."""
 
+import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import psutil
 import torch
+
+DEFAULT_OUTPUT_DIR = "outputs/benchmarks"
+
+
+def benchmark_parser(
+    doc: str,
+    *,
+    seeds: Sequence[int] | None = None,
+    seeds_help: str = "one run per seed; the mean and spread over them are reported",
+    output_dir: str = DEFAULT_OUTPUT_DIR,
+) -> argparse.ArgumentParser:
+    """The parser of a benchmark whose module docstring is ``doc`` (shown by ``--help``), with the options every
+    benchmark shares: ``--output-dir`` (where the full results and plots go) and, for a benchmark with seeds,
+    ``--seeds`` (``seeds`` its default list)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if seeds is not None:
+        parser.add_argument(
+            "--seeds", type=int, nargs="+", default=list(seeds), help=f"{seeds_help} (default: %(default)s)"
+        )
+    parser.add_argument(
+        "--output-dir", default=output_dir, help="where the full results and plots go (default: %(default)s)"
+    )
+    return parser
 
 
 def _synchronize(device: torch.device) -> None:
@@ -77,29 +101,33 @@ def emit(result: dict[str, Any]) -> None:
     print(json.dumps(result, sort_keys=True), flush=True)
 
 
+def _status_bytes(field: str) -> int:
+    """A memory figure of this process from ``/proc/self/status`` (``VmRSS``, ``VmHWM``; given in KiB), in bytes."""
+    status = Path("/proc/self/status").read_text()
+    return 1024 * int(re.search(rf"^{field}:\s+(\d+) kB$", status, flags=re.MULTILINE).group(1))
+
+
+def current_rss() -> int:
+    """This process's resident set size now, in bytes."""
+    return _status_bytes("VmRSS")
+
+
 class PeakRSS:
-    """Highest resident set size seen while the context is open, sampled every millisecond."""
+    """The highest resident set size (RSS) of this process while the context is open, in bytes.
 
-    def __init__(self):
-        self.peak = 0
-        self._stop = threading.Event()
-        self._process = psutil.Process()
-
-    def _sample(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._process.memory_info().rss)
-            time.sleep(0.001)
+    Read from the kernel's high-water mark, not sampled: entering resets the mark to the current RSS
+    (``/proc/self/clear_refs``, Linux 4.0 and later) and leaving reads it (``VmHWM``), so a spike shorter than
+    any sampling interval counts and no thread runs beside the measured code. ``start`` is the RSS on entering.
+    The mark belongs to the process, so measure in a process of its own (:func:`median_of_isolated_runs`).
+    """
 
     def __enter__(self):
-        self.peak = self._process.memory_info().rss
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
+        Path("/proc/self/clear_refs").write_text("5")
+        self.start = self.peak = current_rss()
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._process.memory_info().rss)
+        self.peak = _status_bytes("VmHWM")
 
 
 def median_of_isolated_runs(script: str, flags: list[str], repeats: int) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from functools import cache
 from pathlib import Path
 
 import torch
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 from transformers import TrainerCallback
 
 from hf_ext.data import stdlib_corpus
@@ -198,8 +198,7 @@ def _plot_map(args, budgets: list[int], runs: dict, baselines: dict, path: Path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2])
     parser.add_argument("--budgets", type=int, nargs="+", default=[3, 6, 12, 30, 100], help="distillation steps")
     parser.add_argument("--variants", nargs="*", choices=TRAINED, default=list(TRAINED), help="none: untrained only")
     parser.add_argument("--ramp-fraction", type=float, default=0.5, help="ramp of the progressive variants")
@@ -211,7 +210,6 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=3e-3)
     parser.add_argument("--workers", type=int, default=2, help="processes running cells side by side")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per worker")
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     parser.add_argument(
         "--cached-only",
         action="store_true",

@@ -14,10 +14,9 @@ runs when ``--rounds`` is unchanged (more seeds or objectives only add runs) and
 otherwise. The last line is JSON; it also counts the gpytorch/BoTorch warnings raised.
 """
 
-import argparse
 from pathlib import Path
 
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.recipes.bo_robust import main as run_recipe
 
@@ -25,12 +24,10 @@ METHODS = ["gp_ucb", "rcgp_ucb_stable", "rcgp_ucb_adaptive", "gp_ts", "rcgp_ts"]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2, 3, 4])
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--objectives", nargs="+", default=["branin", "hartmann6", "ackley5"])
     parser.add_argument("--relevance-pursuit", action="store_true", help="add RobustRelevancePursuitSingleTaskGP + UCB")
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     methods = METHODS + (["relevance_pursuit_ucb"] if args.relevance_pursuit else [])
     results = run_recipe(

@@ -13,19 +13,17 @@ REINFORCE (gradients of independent rollouts at the same weights), and a JSON ob
 About 30 minutes on 2 busy CPU cores with the defaults.
 """
 
-import argparse
 import statistics
 from pathlib import Path
 
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.recipes import shipped_config
 from hf_ext.recipes.cam import main as run_recipe
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2], output_dir="outputs/benchmarks/cam")
     parser.add_argument("--train-seconds", type=float, default=90.0, help="per method, problem and seed")
     parser.add_argument("--train-steps", type=int, default=None,
                         help="train every method for this many gradient steps instead of --train-seconds")
@@ -33,7 +31,6 @@ def main() -> None:
     parser.add_argument("--problems", nargs="+", default=["mis", "maxcut"])
     parser.add_argument("--base-flip", type=float, default=None,
                         help="reference chain's flip probability; default each problem's own (0.5 MIS, 0.1 max-cut)")
-    parser.add_argument("--output-dir", default="outputs/benchmarks/cam")
     args = parser.parse_args()
     budget = (["--train_seconds", str(args.train_seconds)] if args.train_steps is None
               else ["--train_seconds", "inf", "--train_steps", str(args.train_steps)])

@@ -16,7 +16,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.models import CAUSAL_LMS
 from hf_ext.recipes import recipes_dir
@@ -52,12 +52,10 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2], seeds_help="seeds of the pairs and the runs")
     parser.add_argument("--algorithms", nargs="+", choices=["dpo", "simpo"], default=["dpo", "simpo"])
     parser.add_argument("--max-steps", type=int, default=60)
     parser.add_argument("--model", choices=sorted(CAUSAL_LMS), default="smollm2")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the pairs and the runs")
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     per_seed = {seed: run_seed(args, seed) for seed in args.seeds}
     summary = {"model": args.model, "max_steps": args.max_steps, "seeds": args.seeds}

@@ -10,11 +10,10 @@ rounds (robust to the odd slow step that a shared 2-core machine produces). SimP
 at construction is reported separately. Target: ratio <= 1.05. The last line is JSON.
 """
 
-import argparse
 import statistics
 import time
 
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 from transformers import TrainerCallback
 from trl import DPOConfig, DPOTrainer
 from trl.experimental.cpo import CPOConfig, CPOTrainer
@@ -86,13 +85,12 @@ def time_steps(algorithm: str, variant: str, model_name: str, steps: int) -> dic
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--model", choices=sorted(CAUSAL_LMS), default="smollm2")
     parser.add_argument("--algorithms", nargs="+", choices=["dpo", "simpo"], default=["dpo", "simpo"])
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     runs, summary = {}, {"model": args.model, "steps": args.steps, "warmup": args.warmup, "rounds": args.rounds}
     for algorithm in args.algorithms:

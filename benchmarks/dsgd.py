@@ -17,7 +17,6 @@ About 16 minutes on 2 shared CPU cores (8 processes on 2 cores are slow: per-ste
 scheduling as much as messages). The last line is JSON.
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -25,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -69,10 +68,8 @@ def plot_speedup(p95: dict[str, dict[int, float]], path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(20)))
+    parser = benchmark_parser(__doc__, seeds=list(range(20)))
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4, 8])
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     out = Path(args.output_dir) / "dsgd"
     seeds = [str(s) for s in args.seeds]

@@ -30,7 +30,7 @@ STEPS = (
     ("model_speed", ["benchmarks/model_speed.py"]),
 )
 # What the steps import beyond torch and Triton: `pip install --no-deps -e .` installs none of it.
-NEEDED_MODULES = ("transformers", "accelerate", "datasets", "peft", "matplotlib", "pytest", "psutil")
+NEEDED_MODULES = ("transformers", "accelerate", "datasets", "peft", "matplotlib", "pytest")
 NO_CUDA = "gpu_check: no CUDA device visible to torch; nothing was measured (run this on a machine with a GPU)"
 
 

@@ -6,7 +6,7 @@
 #
 # On a machine whose torch (with CUDA) and Triton are already installed:
 #   pip install --no-deps -e .
-#   pip install accelerate datasets peft matplotlib pytest psutil liger-kernel   # whichever are missing
+#   pip install accelerate datasets peft matplotlib pytest liger-kernel   # whichever are missing
 #   make gpu-check PYTHON_BIN=python        # or: bash benchmarks/gpu_check.sh
 # After `make install TORCH=...` it uses .venv/bin/python.
 set -uo pipefail

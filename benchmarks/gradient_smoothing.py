@@ -11,13 +11,12 @@ step of each smoothed run over its base (target <= 1.10). Means and standard dev
 seeds. About 13 minutes on 2 CPU cores. The last line is JSON.
 """
 
-import argparse
 import statistics
 import time
 from pathlib import Path
 
 import torch
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch.nn import functional as F
@@ -135,16 +134,14 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=8, help="LM blocks of 128 tokens per step")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--window", type=int, default=3)
     parser.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate of the LM")
     parser.add_argument("--muon-lr", type=float, default=2e-2)
     parser.add_argument("--vit-lr", type=float, default=2e-3)
     parser.add_argument("--vit-epochs", type=int, default=30)
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     lm, vit = pretraining(args), digits_vit(args)
     summary = {"steps": args.steps, "seeds": args.seeds, "window": args.window}

@@ -14,7 +14,6 @@ or without CUDA). On CPU (no CUDA, or ``--device cpu``) tiny shapes check the sc
 are medians over ``--repeats`` samples with their spread (standard deviation); the last line is JSON.
 """
 
-import argparse
 import importlib
 import importlib.util
 import platform
@@ -23,7 +22,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _harness import emit, sample_ms, save_json
+from _harness import benchmark_parser, emit, sample_ms, save_json
 
 from hf_ext.kernels import (
     depth_smooth,
@@ -255,14 +254,13 @@ def headline(results: dict) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument(
         "--dtypes", nargs="+", default=["float32", "bfloat16"], choices=["float32", "bfloat16", "float16"]
     )
     parser.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available")
     parser.add_argument("--repeats", type=int, default=20, help="timing samples per measurement")
     parser.add_argument("--inner", type=int, default=10, help="back-to-back calls per sample")
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     shapes = SHAPES[device.type]

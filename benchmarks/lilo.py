@@ -13,10 +13,9 @@ claims to beat. ``--base-url`` adds LILO through an OpenAI-compatible server (fi
 A rerun into the same ``--output-dir`` takes the LLM's answers from the transcripts. The last line is JSON.
 """
 
-import argparse
 from pathlib import Path
 
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes import shipped_config
@@ -26,8 +25,7 @@ METHODS = ["lilo", "lilo_scalar", "preferential", "true_utility", "llm_only", "r
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2, 3, 4])
     parser.add_argument("--environments", nargs="+", default=["dtlz2", "vehicle_safety"])
     parser.add_argument(
         "--llm-seeds", type=int, nargs="+", default=None, help="seeds of the LLM methods (default --seeds)"
@@ -36,7 +34,6 @@ def main() -> None:
     parser.add_argument(
         "--timeout", type=float, default=900.0, help="seconds per server request (a busy CPU server took 130 s)"
     )
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     out = Path(args.output_dir) / "lilo"
     llm_seeds = args.llm_seeds or args.seeds

@@ -15,12 +15,11 @@ Ratios are ``time with / time without`` (GradientSmoothing: < 1.10 is the target
 the spread. On CPU (no CUDA) small models and shapes check the script itself. Last line JSON.
 """
 
-import argparse
 import statistics
 import tempfile
 
 import torch
-from _harness import emit, sample_ms
+from _harness import benchmark_parser, emit, sample_ms, save_json
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from hf_ext.models import smollm2_from_scratch
@@ -118,8 +117,7 @@ def spread(values: list[float]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2])
     parser.add_argument("--repeats", type=int, default=10, help="timing samples per measurement")
     parser.add_argument("--inner", type=int, default=5, help="back-to-back calls per sample")
     args = parser.parse_args()
@@ -140,6 +138,7 @@ def main() -> None:
     for name, value in summary.items():
         if name != "runs":
             print(f"{name}: {value}", flush=True)
+    save_json(args.output_dir, "model_speed", summary)
     emit(summary)
 
 

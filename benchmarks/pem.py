@@ -13,14 +13,13 @@ cores; a rerun into the same ``--output-dir`` reuses the COCO runs already done.
 the same runs: ``python -m cocopp -o <output-dir>/pem/ppdata <output-dir>/pem/coco/exdata/*``.
 """
 
-import argparse
 import statistics
 import time
 from pathlib import Path
 
 import cocoex
 import numpy as np
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.companion.es import ESConfig, LogWeights, SepCMAES, make_weight_scheme
 from hf_ext.recipes.pem import main as run_recipe
@@ -76,13 +75,11 @@ def weight_seconds(dimension: int, repeats: int = 300) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="external tasks and dispersion")
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2], seeds_help="external tasks and dispersion")
     parser.add_argument("--instances", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--dimension", type=int, default=10)
     parser.add_argument("--budgets", type=int, nargs="+", default=[100, 200])
     parser.add_argument("--trials", type=int, default=300, help="noisy evaluations of the fixed population")
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     started = time.perf_counter()
     results = run_recipe(

@@ -14,12 +14,11 @@ synthetic mean-reverting markets (one per seed) on which the same strategies are
 standard deviation. About 10 minutes on 2 CPU cores. The last line is JSON.
 """
 
-import argparse
 import statistics
 from pathlib import Path
 
 import numpy as np
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 from universal import tools
 from universal.algos import TCO1, TCO2
 
@@ -47,7 +46,7 @@ def package_cross_check(dataset: str, cost: float) -> dict:
         ("tco1", TCOConfig(cost=cost, predictor="reversal"), TCO1(trx_fee_pct=cost)),
         ("tco2", TCOConfig(cost=cost, predictor="window", window=5), TCO2(trx_fee_pct=cost, window=5)),
     ):
-        ours = backtest(TCO(ours_config), relatives, cost)
+        ours = backtest(TCO(ours_config), relatives)
         result = theirs.run(tools.dataset(dataset), log_progress=False)
         result.fee = cost
         their_wealth = float(result.total_wealth)
@@ -75,7 +74,7 @@ def synthetic_comparison(seeds: list[int], cost: float, k: int) -> dict:
             "tco2": TCO(TCOConfig(cost=cost)),
         }
         for name, strategy in strategies.items():
-            wealth[name].append(float(backtest(strategy, relatives, cost).wealth[-1]))
+            wealth[name].append(float(backtest(strategy, relatives).wealth[-1]))
     summary = {}
     for name, values in wealth.items():
         summary[f"synthetic/k{k}/{name}/final_wealth"] = statistics.fmean(values)
@@ -110,11 +109,9 @@ def goals(runs: dict, ks: list[int], cost: float) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2], seeds_help="synthetic markets, one per seed")
     parser.add_argument("--ks", type=int, nargs="+", default=[3, 5, 10])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="synthetic markets, one per seed")
     parser.add_argument("--cost", type=float, default=0.0025)
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     results = run_recipe(
         ["--strategies", *COMPARED, "--costs", str(args.cost), "--ks", *map(str, args.ks)]

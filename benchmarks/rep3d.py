@@ -14,11 +14,10 @@ kernel 21 in every stage, and forward+backward of one Rep3D block's convolution 
 ``torch.compile``. 14 minutes measured on one thread of a busy 2-core CPU. The last line is JSON.
 """
 
-import argparse
 from pathlib import Path
 
 import torch
-from _harness import emit, median_seconds, save_json
+from _harness import benchmark_parser, emit, median_seconds, save_json
 
 from hf_ext.models.rep3d import Rep3DConfig, Rep3DConv, Rep3DForSegmentation
 from hf_ext.recipes import recipes_dir
@@ -71,10 +70,8 @@ def claim_checks(summary: dict, multipliers: list[float]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads for the whole benchmark")
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     output_dir = Path(args.output_dir) / "rep3d"

@@ -14,15 +14,13 @@ are 160 GRPO steps, as many as the former single 80-step pair (about 20 minutes 
 cores); docs/rl.md has a 3-step run measured on busy cores. The last line is JSON.
 """
 
-import argparse
 import statistics
 from pathlib import Path
 
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.models import CAUSAL_LMS
 from hf_ext.recipes import recipes_dir
-from hf_ext.recipes.grpo_sgd import PARAM_DTYPES
 from hf_ext.recipes.grpo_sgd import main as run_recipe
 
 REPORTED = (
@@ -42,13 +40,11 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__, seeds=[0, 1])
     parser.add_argument("--max-steps", type=int, default=20)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--param-dtypes", nargs="+", choices=sorted(PARAM_DTYPES), default=list(PARAM_DTYPES))
+    parser.add_argument("--param-dtypes", nargs="+", default=["float32", "bfloat16"], help="the recipe's param_dtype")
     parser.add_argument("--model", choices=sorted(CAUSAL_LMS), default="smollm2")
     parser.add_argument("--num-eval", type=int, default=64, help="held-out prompts for the reward")
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     runs = {}  # (param dtype, optimizer) -> one result per seed
     for param_dtype in args.param_dtypes:

@@ -11,22 +11,18 @@ reach the best fixed final loss), and AdamW and ``torch.optim.Muon`` at the best
 tuned over the same step-size multipliers. Mean and std over the seeds. The last line is JSON.
 """
 
-import argparse
-
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.scion_batch import main as run_recipe
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser = benchmark_parser(__doc__, seeds=[0, 1])
     parser.add_argument("--token-budget", type=int, default=32768)
     parser.add_argument("--seq-len", type=int, default=32)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     parser.add_argument("--corpus-files", type=int, default=60)
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     out = f"{args.output_dir}/scion_batch"
     results = run_recipe(

@@ -12,23 +12,20 @@ GLNS <= 0.8x) and the peak resident memory. JSON on the last line. About 10 minu
 defaults, two more the first time GLNS's default denoiser is trained (then cached).
 """
 
-import argparse
 import itertools
 import time
 from pathlib import Path
 
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.recipes.set_cover import main as run_recipe
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2])
     parser.add_argument("--n-columns", type=int, nargs="+", default=[50000])
     parser.add_argument("--families", nargs="+", default=["correlated", "rail_wide"])
     parser.add_argument("--time-limits", type=float, nargs="+", default=[10.0], help="one run per method, cut at each")
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     started = time.perf_counter()
     config = str(Path(__file__).resolve().parents[1] / "recipes" / "configs" / "set_cover.yaml")

@@ -10,13 +10,12 @@ denoising trajectory) and repairing it, and the mean objective decrease per iter
 so GLNS minus it isolates what the score adds. Mean +- std over seeds; JSON on the last line.
 """
 
-import argparse
 import statistics
 import time
 
 import numpy as np
 import torch
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.companion.combinatorial.set_cover import (
     GenerativeNeighbourhood,
@@ -61,13 +60,11 @@ def run(instance, choose, iterations: int, size: int, sub_time_limit: float, see
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser = benchmark_parser(__doc__, seeds=[0, 1])
     parser.add_argument("--n-columns", type=int, default=50000)
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--size", type=int, default=2000)
     parser.add_argument("--sub-time-limit", type=float, default=1.0)
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     started, model = time.perf_counter(), default_denoiser()
     n, rows = args.n_columns, args.n_columns // 20

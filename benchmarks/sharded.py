@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from _harness import benchmark_parser
 from torch import nn
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
@@ -135,9 +136,8 @@ def relative_difference(params: dict[str, torch.Tensor], reference: dict[str, to
 
 
 def parse(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__, output_dir="outputs/benchmarks/sharded")
     parser.add_argument("--worker", action="store_true", help="run as one torchrun process")
-    parser.add_argument("--output-dir", default="outputs/benchmarks/sharded")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--steps", type=int, default=3)

@@ -16,16 +16,14 @@ the dimensions where every seed got there) next to the population gradient-flow 
 The last line is JSON.
 """
 
-import argparse
 import math
 import statistics
 from pathlib import Path
 
 import numpy as np
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.plotting import plot_bands, plot_log_sweeps
-from hf_ext.recipes.single_index import STRUCTURE_FREE
 from hf_ext.recipes.single_index import main as run_recipe
 
 COMPARISON_LINKS = ("he1", "he2", "he3", "he4", "he2+he3")
@@ -67,8 +65,9 @@ def comparison(output_dir: Path, seeds: list[int], max_iter: int) -> tuple[dict,
     summary = {}
     for link in COMPARISON_LINKS:
         for method in COMPARISON_METHODS:
-            start = "-" if method in STRUCTURE_FREE else "-0.3"
-            entry = results["summary"][f"{link}/d=128/n=4096/start={start}/{method}"]
+            runs = f"{link}/d=128/n=4096/start="
+            # the structure-free baselines fit no direction, so they have no start ("-")
+            entry = results["summary"].get(f"{runs}-0.3/{method}") or results["summary"][f"{runs}-/{method}"]
             key = f"comparison/{link}/{method}"
             if "final_abs_overlap_mean" in entry:
                 summary[f"{key}/abs_overlap_mean"] = round(entry["final_abs_overlap_mean"], 4)
@@ -180,12 +179,10 @@ def plot_comparison(runs: list[dict], max_iter: int, seeds: int, path: Path) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2])
     parser.add_argument("--max-iter", type=int, default=100, help="iterations (network: epochs) in the comparison")
     parser.add_argument("--dims", type=int, nargs="+", default=list(DIMS), help="dimensions of the scaling part")
     parser.add_argument("--scaling-max-iter", type=int, default=600, help="iterations per fit in the scaling part")
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     out = Path(args.output_dir) / "single_index"
     compared, summary = comparison(out / "comparison", args.seeds, args.max_iter)

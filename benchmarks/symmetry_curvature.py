@@ -17,9 +17,7 @@ Runs ``recipes/symmetry_curvature.py`` and prints, as measured (mean over the se
 The last line is JSON.
 """
 
-import argparse
-
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.symmetry_curvature import main as run_recipe
@@ -39,10 +37,8 @@ def _layer_key(entry: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser = benchmark_parser(__doc__, seeds=[0, 1, 2])
     parser.add_argument("--lm-steps", type=int, default=300, help="Llama optimizer steps (the shipped config's)")
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     config = str(recipes_dir() / "configs" / "symmetry_curvature.yaml")
     out = f"{args.output_dir}/symmetry_curvature"

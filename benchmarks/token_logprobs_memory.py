@@ -4,8 +4,8 @@
 
 For each vocabulary size, implementation and phase ("forward": under ``no_grad``, as in
 analysis; "train": forward and backward) over ``(tokens, vocab)`` fp32 logits, each in its own
-process: the peak above the memory held once the logits exist (resident memory sampled every
-millisecond on CPU, ``max_memory_allocated`` on CUDA). On CPU the fused path is the chunked
+process: the peak above the memory held once the logits exist (on CPU the kernel's high-water mark of
+resident memory, reset before the step; ``max_memory_allocated`` on CUDA), in MiB. On CPU the fused path is the chunked
 torch reference; on CUDA the Triton kernels (forward and backward, ``overwrite_logits=False``). The
 last line is JSON with ``fused_over_eager_<phase>_<vocab>`` (< 1: the fused path needs less).
 """
@@ -14,7 +14,7 @@ import argparse
 import json
 
 import torch
-from _harness import PeakRSS, emit, median_of_isolated_runs, save_json
+from _harness import PeakRSS, benchmark_parser, emit, median_of_isolated_runs, save_json
 
 from hf_ext.kernels import token_logprobs
 
@@ -52,18 +52,16 @@ def run_one(implementation: str, phase: str, tokens: int, vocab: int) -> dict:
         torch.cuda.synchronize()
         return {"peak_above_logits_mib": (torch.cuda.max_memory_allocated() - baseline) / mib}
     with PeakRSS() as peak:
-        baseline = peak.peak
         step()
-    return {"peak_above_logits_mib": (peak.peak - baseline) / mib}
+    return {"peak_above_logits_mib": (peak.peak - peak.start) / mib}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--vocabs", type=int, nargs="+", default=[49152, 2048])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", nargs=2, metavar=("IMPLEMENTATION", "PHASE"), help=argparse.SUPPRESS)
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     if args.only:
         print(json.dumps(run_one(*args.only, args.tokens, args.vocabs[0])))

@@ -12,16 +12,14 @@ downstream scores improve with weight decay up to a point even where the base lo
 About 15 minutes per seed on 2 CPU cores. The last line is JSON.
 """
 
-import argparse
 import statistics
 from pathlib import Path
 
-from _harness import emit, save_json
+from _harness import benchmark_parser, emit, save_json
 
-from hf_ext.plasticity import format_table
-from hf_ext.recipes import recipes_dir
+from hf_ext.plasticity import format_table, plot_sweep
+from hf_ext.recipes import shipped_config
 from hf_ext.recipes.wd_plasticity import main as run_recipe
-from hf_ext.recipes.wd_plasticity import plot_sweep
 
 REPORTED = (
     "base_validation_loss",
@@ -41,18 +39,17 @@ def _spread(values: list[float]) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser = benchmark_parser(__doc__, seeds=[0, 1])
     parser.add_argument("--weight-decays", type=float, nargs="+", default=[0.0, 0.1, 0.3, 1.0])
-    parser.add_argument("--quick", action="store_true", help="the recipe's tiny end-to-end sizes")
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
+    parser.add_argument("--quick", action="store_true", help="the recipe's tiny end-to-end sizes (wd_plasticity_quick)")
     args = parser.parse_args()
     out = Path(args.output_dir) / "wd_plasticity"
     runs = []
     for seed in args.seeds:
-        flags = ["--config", str(recipes_dir() / "configs" / "wd_plasticity.yaml"), "--seed", str(seed)]
+        config = shipped_config("wd_plasticity_quick" if args.quick else "wd_plasticity")
+        flags = ["--config", str(config), "--seed", str(seed)]
         flags += ["--weight_decays", *map(str, args.weight_decays), "--output_dir", str(out / f"seed_{seed}")]
-        runs.append(run_recipe(flags + ["--quick", str(args.quick).lower()])["rows"])
+        runs.append(run_recipe(flags)["rows"])
     summary = {"seeds": args.seeds, "weight_decays": args.weight_decays, "quick": args.quick}
     mean_rows = []
     for index, weight_decay in enumerate(args.weight_decays):

@@ -1,16 +1,15 @@
 """Cosine similarity between zeroth-order gradient estimates and the true (backprop) gradient.
 
-    python benchmarks/zo_alignment.py [--models minilm smollm2] [--seeds 32] [--ranks 2 4 8]
+    python benchmarks/zo_alignment.py [--models minilm smollm2] [--seeds 0 ... 31] [--ranks 2 4 8]
 
 For each model, the true gradient of one batch is computed once by backprop (eval mode), then
-AGZO and MeZO each produce one-perturbation two-point estimates for ``--seeds`` seeds. Both
+AGZO and MeZO each produce one-perturbation two-point estimates, one per seed of ``--seeds``. Both
 perturb the same parameters (every targeted linear weight; other parameters frozen), so the
 cosines compare like with like. Reports the mean cosine per layer type and over all targeted
 weights, writes JSON and a PNG to ``--output-dir``; the last line is the JSON summary with the
 AGZO/MeZO ratio per rank and, per rank, whether it reaches the target (>= 10 on both models).
 """
 
-import argparse
 import json
 import re
 import time
@@ -18,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
-from _harness import emit
+from _harness import benchmark_parser, emit
 from tqdm import tqdm
 from transformers import DataCollatorForSeq2Seq
 
@@ -75,7 +74,7 @@ def cosines(estimate: dict[str, torch.Tensor], truth: dict[str, torch.Tensor]) -
     return {key: dot / max((ee * rr) ** 0.5, 1e-30) for key, (dot, ee, rr) in sums.items()}
 
 
-def measure(model_name: str, seeds: int, ranks: list[int], batch_size: int) -> dict:
+def measure(model_name: str, seeds: list[int], ranks: list[int], batch_size: int) -> dict:
     model, batch = MODELS[model_name](batch_size)
     truth = true_gradient(model, batch)
     configs = {"mezo": MeZOConfig(other_params="frozen")} | {f"agzo_r{r}": AGZOConfig(rank=r) for r in ranks}
@@ -83,9 +82,9 @@ def measure(model_name: str, seeds: int, ranks: list[int], batch_size: int) -> d
     for method, config in configs.items():
         start = time.perf_counter()
         totals: dict[str, float] = defaultdict(float)
-        for seed in tqdm(range(seeds), desc=f"{model_name} {method}", leave=False):
+        for seed in tqdm(seeds, desc=f"{model_name} {method}", leave=False):
             for key, value in cosines(zo_gradient_estimate(model, batch, config, seed), truth).items():
-                totals[key] += value / seeds
+                totals[key] += value / len(seeds)
         result[method] = dict(totals)
         print(
             f"{model_name} {method}: mean cosine {totals['all']:.3e} ({time.perf_counter() - start:.0f} s)", flush=True
@@ -95,12 +94,10 @@ def measure(model_name: str, seeds: int, ranks: list[int], batch_size: int) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__, seeds=range(32), seeds_help="perturbation seeds, one estimate each")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--seeds", type=int, default=32)
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     torch.manual_seed(0)
     out = Path(args.output_dir)
@@ -119,7 +116,7 @@ def main() -> None:
         plot_grouped_bars(
             {m: {k: abs(v) for k, v in result[m].items()} for m in methods},
             out / f"zo_alignment_{name}.png",
-            f"{name}: cosine(ZO estimate, true gradient), {args.seeds} seeds",
+            f"{name}: cosine(ZO estimate, true gradient), {len(args.seeds)} seeds",
             "|mean cosine| (log scale; per-type means can be negative)",
             log_scale=True,
         )

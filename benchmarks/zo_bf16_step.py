@@ -12,12 +12,11 @@ shapes only); the batches are random token ids. On CUDA the Triton kernels run; 
 references, at ``--seq-len 32 --batch-size 2`` by default. The last line is JSON.
 """
 
-import argparse
 import statistics
 import time
 
 import torch
-from _harness import emit
+from _harness import benchmark_parser, emit, save_json
 from datasets import Dataset
 from transformers import TrainerCallback, TrainingArguments
 
@@ -94,7 +93,7 @@ def run(zo_config, args, cuda: bool) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__)
     cuda = torch.cuda.is_available()
     parser.add_argument("--steps", type=int, default=10 if cuda else 3)
     parser.add_argument("--warmup-steps", type=int, default=3 if cuda else 1, help="steps left out of the timing")
@@ -118,6 +117,7 @@ def main() -> None:
                 results[f"{name}_over_mezo_memory"] = results[name]["peak_allocated_gib"] / mezo["peak_allocated_gib"]
     results["finite"] = all(results[name]["finite"] for name in configs)
     results["weights_moved"] = all(results[name]["weights_moved"] for name in configs)
+    save_json(args.output_dir, "zo_bf16_step", results)
     emit(results)
 
 

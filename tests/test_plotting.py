@@ -7,9 +7,9 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.container import ErrorbarContainer
 
+from hf_ext.plasticity import plot_sweep
 from hf_ext.plotting import display_name, plot_bands, plot_curves, plot_log_sweeps, plot_seed_curves
 from hf_ext.recipes.agzo_finetune import plot_losses
-from hf_ext.recipes.wd_plasticity import plot_sweep
 
 
 def _legend(ax) -> list[str]:

@@ -9,7 +9,7 @@ from .metrics import (
     query_key_norms,
     weight_statistics,
 )
-from .report import format_table, plasticity_report
+from .report import format_table, plasticity_report, plot_sweep
 
 __all__ = [
     "PlasticityCallback",
@@ -20,6 +20,7 @@ __all__ = [
     "format_table",
     "linear_probe_accuracy",
     "plasticity_report",
+    "plot_sweep",
     "query_key_norms",
     "weight_statistics",
 ]

@@ -1,10 +1,14 @@
-"""Read a weight-decay sweep's outputs back and print them as one table."""
+"""Read a weight-decay sweep's outputs back, print them as one table and plot base loss against downstream."""
 
 import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from matplotlib.figure import Figure
+
+from ..plotting import plot_labelled_points
 
 # Row key -> column header: what the base model looked like, then what fine-tuning reached.
 COLUMNS = {
@@ -51,3 +55,29 @@ def plasticity_report(run_dir: str | Path) -> list[dict[str, Any]]:
     rows = sorted((json.loads(path.read_text()) for path in files), key=lambda row: row["weight_decay"])
     print(format_table(rows))
     return rows
+
+
+# Row key -> panel title of the sweep's plot: what fine-tuning reached, against the base loss.
+PLOTTED = {
+    "classification_accuracy": "docstring accuracy after fine-tuning",
+    "arithmetic_loss": "arithmetic loss after fine-tuning",
+}
+
+
+def plot_sweep(runs: Sequence[Sequence[Mapping[str, Any]]], path: str | Path) -> Figure:
+    """Base validation loss against each downstream score, one labelled point per weight decay.
+
+    ``runs`` holds one list of rows per seed (same weight decays in the same order); with several
+    seeds each point is their mean, with +-1 std error bars.
+    """
+    panels = {
+        title: [
+            (f"wd {seeds[0]['weight_decay']:g}", [r["base_validation_loss"] for r in seeds], [r[key] for r in seeds])
+            for seeds in zip(*runs, strict=True)
+        ]
+        for key, title in PLOTTED.items()
+    }
+    spread = f", mean +- std over {len(runs)} seeds" if len(runs) > 1 else ""
+    return plot_labelled_points(
+        panels, Path(path), f"Pretraining weight decay: base loss vs downstream{spread}", "base validation loss"
+    )

@@ -4,13 +4,12 @@ import math
 
 import pytest
 
-from hf_ext.cli import recipes_dir
+from hf_ext.recipes import shipped_config
 from hf_ext.recipes.stepsize_sensitivity import StepSizeSensitivityArguments, build_problem, main, run_one
 
 
 def _flags(tmp_path, *extra):
-    config = str(recipes_dir() / "configs" / "stepsize_sensitivity.yaml")
-    return ["--config", config, "--quick", "true", "--output_dir", str(tmp_path), *extra]
+    return ["--config", str(shipped_config("stepsize_sensitivity_quick")), "--output_dir", str(tmp_path), *extra]
 
 
 def test_quick_sweep_writes_runs_summary_and_plot(tmp_path, capfd):
@@ -30,11 +29,22 @@ def test_quick_sweep_writes_runs_summary_and_plot(tmp_path, capfd):
 
 def test_sps_at_a_step_size_its_polyak_step_never_reaches_is_sgd():
     # On this problem the Polyak step exceeds 0.01 throughout, so the cap binds and SPS takes SGD's steps.
-    args = StepSizeSensitivityArguments(quick=True, steps=20)
+    args = StepSizeSensitivityArguments(steps=20)
     problem = build_problem("breast_cancer_logreg", args)
 
     sgd, sps = (run_one(problem, method, 0.01, 0, args)["final_loss"] for method in ("sgd", "sps"))
     assert sps == pytest.approx(sgd, rel=1e-6)
+
+
+def test_interleaved_timing_gives_the_step_times(tmp_path):
+    flags = ["--problems", "digits_logreg", "--methods", "sgd", "ngn", "--timing_rounds", "2", "--timing_steps", "3"]
+    results = main(_flags(tmp_path, *flags))
+    sgd, ngn = results["summary"]["digits_logreg/sgd"], results["summary"]["digits_logreg/ngn"]
+    assert (
+        sgd["step_time_vs_sgd"] == 1.0 and ngn["step_time_vs_sgd"] == ngn["seconds_per_step"] / sgd["seconds_per_step"]
+    )
+    runs = [row["seconds_per_step"] for row in csv.DictReader((tmp_path / "runs.csv").open()) if row["method"] == "sgd"]
+    assert sgd["seconds_per_step"] not in map(float, runs)  # timed apart from the sweep's runs
 
 
 def test_a_diverging_run_counts_as_infinite_loss():
@@ -60,7 +70,7 @@ def test_bad_settings_name_the_field(kwargs, message):
 
 @pytest.mark.slow
 def test_quick_sweep_of_every_problem_on_two_cpu_processes(tmp_path, run_on_two_processes):
-    stdout = run_on_two_processes("stepsize_sensitivity", ["quick=true", "methods=sgd ngn"])
+    stdout = run_on_two_processes("stepsize_sensitivity", ["--config", "stepsize_sensitivity_quick", "methods=sgd ngn"])
     assert stdout.count("llama_lm/ngn: width") == 1  # printed by the main process only
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))

@@ -5,13 +5,12 @@ from transformers import LlamaConfig, LlamaForCausalLM, Trainer
 
 from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.plasticity import plasticity_report
-from hf_ext.recipes import recipes_dir
-from hf_ext.recipes.wd_plasticity import PlasticityArguments, downstream_data, main, parse_args, pretraining_trainer
+from hf_ext.recipes import shipped_config
+from hf_ext.recipes.wd_plasticity import PlasticityArguments, downstream_data, main, parser, pretraining_trainer
 
 
 def _flags(tmp_path, *extra):
-    config = str(recipes_dir() / "configs" / "wd_plasticity.yaml")
-    return ["--config", config, "--quick", "true", "--output_dir", str(tmp_path), *extra]
+    return ["--config", str(shipped_config("wd_plasticity_quick")), "--output_dir", str(tmp_path), *extra]
 
 
 def _decayed(trainer) -> tuple[set[str], set[str]]:
@@ -25,7 +24,7 @@ def _decayed(trainer) -> tuple[set[str], set[str]]:
 
 
 def test_pretraining_decays_matrices_but_not_norms(tmp_path):
-    script_args, training_args = parse_args(_flags(tmp_path))
+    script_args, training_args = parser().parse_args_and_config(_flags(tmp_path))
     tokenizer = stdlib_bpe_tokenizer(script_args.vocab_size)
     corpus = stdlib_corpus(tokenizer, 16, max_files=4)
     probe = corpus["train"].select(range(8)).add_column("label", [0, 1] * 4)
@@ -89,7 +88,7 @@ def test_bad_sweeps_name_the_field(weight_decays, message):
 
 def test_bad_sweep_from_the_command_line(tmp_path):
     with pytest.raises(ValueError, match="must all be >= 0"):
-        parse_args(_flags(tmp_path, "--weight_decays", "-1"))
+        parser().parse_args_and_config(_flags(tmp_path, "--weight_decays", "-1"))
 
 
 def test_held_out_arithmetic_must_not_be_all_seen():
@@ -100,7 +99,7 @@ def test_held_out_arithmetic_must_not_be_all_seen():
 
 @pytest.mark.slow
 def test_quick_sweep_on_two_cpu_processes(tmp_path, run_on_two_processes):
-    stdout = run_on_two_processes("wd_plasticity", ["quick=true", "weight_decays=0.0 1.0"])
+    stdout = run_on_two_processes("wd_plasticity", ["--config", "wd_plasticity_quick", "weight_decays=0.0 1.0"])
     assert stdout.count("weight decay 1: base val loss") == 1
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert [row["weight_decay"] for row in rows] == [0.0, 1.0]

@@ -7,6 +7,11 @@ counting the model-based rounds from 1; the loop maximises what it returns with 
 over the unit cube, or, for a BoTorch ``SamplingStrategy`` (Thompson sampling), applies it to
 random candidates. The ready-made factories are dataclasses, so a run's stored settings name them
 with their fields.
+
+A model factory that carries state from one fit to the next (:class:`RCGPFactory`'s warm start)
+exposes it as ``state_dict()`` (JSON-ready) and ``load_state_dict(state)``: the loop stores it with
+each evaluation and loads the last one on resuming, so a resumed run fits from where the
+uninterrupted one would have (a factory holding state without them would resume from a cold fit).
 """
 
 import math
@@ -87,21 +92,44 @@ class RelevancePursuitFactory:
 class RCGPFactory:
     """:class:`RobustConjugateGP` on robustly standardised outputs, warm-started from the previous round's fit.
 
-    ``c=None`` takes the adaptive threshold (``epsilon``); ``max_iter`` bounds each L-BFGS fit.
+    ``c=None`` takes the adaptive threshold (``epsilon``); ``max_iter`` bounds each L-BFGS fit. The
+    warm start (the last fit's raw hyperparameters) is :meth:`state_dict`, so a resumed run keeps it.
     """
 
     c: float | None = 2.0
     epsilon: float = 0.05
     max_iter: int = 20
-    _previous: RobustConjugateGP | None = field(default=None, init=False, repr=False, compare=False)
+    _warm_start: dict[str, Tensor] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __call__(self, X: Tensor, Y: Tensor) -> RobustConjugateGP:
         model = RobustConjugateGP(X, robust_standardize(Y)[0], c=self.c, epsilon=self.epsilon)
-        if self._previous is not None:
-            model.covar_module.load_state_dict(self._previous.covar_module.state_dict())
-            model.raw_noise.data.copy_(self._previous.raw_noise.data)
-        self._previous = model.fit(max_iter=self.max_iter)
-        return self._previous
+        if self._warm_start is not None:
+            parameters = dict(model.named_parameters())
+            if parameters.keys() != self._warm_start.keys():
+                raise ValueError(
+                    f"RCGPFactory: the warm start holds {sorted(self._warm_start)}, the model's parameters are "
+                    f"{sorted(parameters)}"
+                )
+            with torch.no_grad():
+                for name, parameter in parameters.items():
+                    parameter.copy_(self._warm_start[name])
+        model.fit(max_iter=self.max_iter)
+        self._warm_start = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
+        return model
+
+    def state_dict(self) -> dict[str, list | float]:
+        """The next fit's starting point, the last fit's raw hyperparameters by name, as JSON-ready numbers.
+
+        Empty before the first fit. Floats are written by ``repr``, which round-trips, so a loaded
+        state starts the next fit from exactly the same bits.
+        """
+        return {name: value.tolist() for name, value in (self._warm_start or {}).items()}
+
+    def load_state_dict(self, state: dict[str, list | float]) -> None:
+        """Warm-start the next fit from ``state`` (from :meth:`state_dict`; empty: a cold start)."""
+        if not isinstance(state, dict):
+            raise TypeError(f"RCGPFactory.load_state_dict: `state` must be a dict, got {type(state).__name__}")
+        self._warm_start = {name: torch.tensor(value, dtype=torch.float64) for name, value in state.items()} or None
 
 
 @dataclass

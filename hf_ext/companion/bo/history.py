@@ -16,16 +16,23 @@ from typing import Any
 
 @dataclass
 class Evaluation:
-    """One round: the query (in the objective's units), what was observed, and the true value."""
+    """One round: the query (in the objective's units), what was observed, and the true value.
+
+    ``model_factory_state`` is the model factory's ``state_dict()`` after the round's fit (``None``
+    for a factory without one): what a run resumed after this round loads to fit as the
+    uninterrupted one would. Histories written before it have no such key.
+    """
 
     round: int
     x: list[float]
     observed: float
     true: float
     corrupted: bool
+    model_factory_state: dict[str, Any] | None = None
 
 
 _KEYS = [f.name for f in fields(Evaluation)]
+_OPTIONAL_KEYS = {"model_factory_state"}
 
 
 def _decode(line: bytes) -> Any:
@@ -34,9 +41,9 @@ def _decode(line: bytes) -> Any:
 
 def _evaluation(record: Any, expected_round: int, dim: int) -> Evaluation:
     """The evaluation ``record`` holds, or ``ValueError`` saying what is wrong with it."""
-    if not isinstance(record, dict) or sorted(record) != sorted(_KEYS):
+    if not isinstance(record, dict) or not set(_KEYS) - _OPTIONAL_KEYS <= set(record) <= set(_KEYS):
         keys = sorted(record) if isinstance(record, dict) else type(record).__name__
-        raise ValueError(f"expected a JSON object with keys {_KEYS}, got {keys}")
+        raise ValueError(f"expected a JSON object with keys {_KEYS} ({sorted(_OPTIONAL_KEYS)} optional), got {keys}")
     if record["round"] != expected_round:
         raise ValueError(f"holds round {record['round']!r} where round {expected_round} belongs")
     if not isinstance(record["x"], list) or len(record["x"]) != dim:

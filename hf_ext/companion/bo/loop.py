@@ -8,6 +8,11 @@ Every evaluation is appended to ``history_file`` (JSON lines) the moment it is m
 created on an existing file resumes from it: an expensive objective's points are never lost,
 even when the objective raises (the error names the round and where the history is). The run's
 settings are stored next to it (``<name>.settings.json``) and a resume under others is refused.
+
+A run killed at any point and resumed in a new process makes the same queries as the uninterrupted
+one: the Sobol design, each fit and each acquisition step draw from seeds derived from
+``config.seed`` and the round (:mod:`hf_ext._random`), never from the process's global generators,
+and a model factory's warm start is stored with each evaluation (``model_factory_state``).
 """
 
 import math
@@ -24,6 +29,7 @@ from botorch.optim import optimize_acqf
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
+from hf_ext._random import derived_seed, seeded_global_rng
 from hf_ext._settings import check_and_store_settings
 
 from .adversary import NoCorruption
@@ -116,6 +122,8 @@ class BayesianOptimization:
         seed = self.config.seed
         self._initial = SobolEngine(self.dim, scramble=True, seed=seed).draw(self.n_initial, dtype=torch.float64)
         self.model_factory = self.config.model_factory()
+        if self.history and self.history[-1].model_factory_state is not None:
+            self.model_factory.load_state_dict(self.history[-1].model_factory_state)  # the warm start it left
         self.acquisition_factory = self.config.acquisition_factory(self.dim)
         self.model = None
 
@@ -156,13 +164,13 @@ class BayesianOptimization:
         round_index = len(self.history)
         if round_index < self.n_initial:
             return self._initial[round_index : round_index + 1]
-        self.model = self.fit_model()
+        with seeded_global_rng(derived_seed(self.config.seed, round_index, "model")):  # a fit's retries draw
+            self.model = self.fit_model()
         acquisition = self.acquisition_factory(self.model, round_index - self.n_initial + 1)
         generator = torch.Generator().manual_seed(self.config.seed * 100_003 + round_index)
         if isinstance(acquisition, SamplingStrategy):
             candidates = torch.rand(self.config.ts_candidates, self.dim, dtype=torch.float64, generator=generator)
-            with torch.random.fork_rng(devices=[]), torch.no_grad():
-                torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
+            with seeded_global_rng(int(torch.randint(2**31, (1,), generator=generator))), torch.no_grad():
                 return acquisition(candidates, num_samples=1)
         if not isinstance(acquisition, AcquisitionFunction):
             raise TypeError(
@@ -170,8 +178,7 @@ class BayesianOptimization:
                 f"got {type(acquisition).__name__}"
             )
         unit = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(torch.float64)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(torch.randint(2**31, (1,), generator=generator)))
+        with seeded_global_rng(int(torch.randint(2**31, (1,), generator=generator))):
             candidate, _ = optimize_acqf(
                 acquisition, unit, q=1, num_restarts=self.config.num_restarts, raw_samples=self.config.raw_samples
             )
@@ -196,8 +203,14 @@ class BayesianOptimization:
         true = self._evaluate(x)
         best = max((e.true for e in self.history), default=-math.inf)
         observed = self.adversary.corrupt(len(self.history), true, best)
+        state_dict = getattr(self.model_factory, "state_dict", None)
         evaluation = Evaluation(
-            len(self.history), self._from_unit(x).flatten().tolist(), observed, true, observed != true
+            len(self.history),
+            self._from_unit(x).flatten().tolist(),
+            observed,
+            true,
+            observed != true,
+            state_dict() if state_dict is not None else None,
         )
         self.history.append(evaluation)
         if self.history_file is not None:

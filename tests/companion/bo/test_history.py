@@ -1,6 +1,7 @@
 import json
 import math
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -99,3 +100,14 @@ def test_a_bad_line_before_the_last_is_an_error_naming_file_and_line(tmp_path, l
     history.write_text("\n".join([lines[0], line, *lines[1:]]) + "\n")
     with pytest.raises(ValueError, match=rf"h.jsonl, line 2: .*{problem}"):
         _loop(history)
+
+
+def test_a_history_written_before_model_factory_states_resumes(tmp_path):
+    history = tmp_path / "h.jsonl"
+    complete = _loop(history).run(3)
+    lines = [json.loads(line) for line in history.read_text().splitlines()]
+    assert [line.pop("model_factory_state") for line in lines] == [{}, {}, {}]  # RCGP before its first fit
+    history.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    resumed = _loop(history)
+    assert resumed.history == [replace(e, model_factory_state=None) for e in complete]
+    assert len(resumed.run(4)) == 4

@@ -2,6 +2,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from botorch.acquisition import PosteriorMean
@@ -223,3 +224,37 @@ def test_any_model_and_acquisition_factory_plugs_in(tmp_path):
 
 def _parabola(x):
     return -(x - 0.3).pow(2).sum()
+
+
+def test_a_run_resumed_from_any_round_makes_the_uninterrupted_runs_queries(tmp_path):
+    """Issue 37: RCGPFactory's warm start was not saved, so a resumed RCGP run diverged at its first fit."""
+    config = BayesianOptimizationConfig(model="rcgp", n_initial=3, num_restarts=2, raw_samples=32)
+    whole = tmp_path / "whole.jsonl"
+    BayesianOptimization(_parabola, [[0.0], [1.0]], config, history_file=whole).run(7)
+    lines = whole.read_text().splitlines(keepends=True)
+    assert json.loads(lines[4])["model_factory_state"].keys() == {
+        "raw_noise",
+        "covar_module.raw_outputscale",
+        "covar_module.base_kernel.raw_lengthscale",
+    }
+    for done in (3, 5):
+        resumed = tmp_path / f"resumed_{done}.jsonl"
+        resumed.write_text("".join(lines[:done]))
+        (tmp_path / f"resumed_{done}.settings.json").write_text((tmp_path / "whole.settings.json").read_text())
+        BayesianOptimization(_parabola, [[0.0], [1.0]], config, history_file=resumed).run(7)
+        assert resumed.read_text() == whole.read_text()
+
+
+def test_a_model_factory_drawing_from_the_global_generators_gives_the_same_queries_in_any_state(tmp_path):
+    """Library fits draw from the global generators (fit_gpytorch_mll's retries); they differ between processes."""
+
+    def jittered_gp(X, Y):
+        jitter = torch.randn_like(Y) + torch.from_numpy(np.random.standard_normal(Y.shape))
+        return SingleTaskGP(X, Y + 1e-2 * jitter)
+
+    config = BayesianOptimizationConfig(model=jittered_gp, n_initial=3, num_restarts=2, raw_samples=32)
+    histories = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed), np.random.seed(global_seed)
+        histories.append(BayesianOptimization(_parabola, [[0.0], [1.0]], config).run(5))
+    assert histories[0] == histories[1]

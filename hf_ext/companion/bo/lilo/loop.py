@@ -6,6 +6,11 @@
 Every LLM call, answer, label and evaluation goes to the transcript (JSON lines) as it is made;
 a loop created on an existing transcript replays the run and takes every LLM answer from it, so
 a killed run resumes without repeating a call, and only under the settings stored beside it.
+
+The replay is exact in a new process too: each round's proposal runs inside
+:func:`~hf_ext._random.seeded_global_rng`, seeded from ``config.seed`` and the round, because BoTorch's
+``PairwiseGP`` starts its solver from NumPy's global generator (and a failed fit's retry draws from
+torch's). A replayed evaluation that differs from the transcript's is an error, not a silent fork.
 """
 
 import itertools
@@ -19,10 +24,11 @@ from typing import Any
 import torch
 from torch.quasirandom import SobolEngine
 
+from hf_ext._random import derived_seed, seeded_global_rng
 from hf_ext._settings import check_and_store_settings
 
 from ..descriptions import describe
-from ..factories import AcquisitionFactory, ModelFactory
+from ..factories import AcquisitionFactory, LogNEIFactory, ModelFactory, SingleTaskGPFactory
 from .backends import LLMBackend
 from .config import LILOConfig
 from .decision_makers import DecisionMaker
@@ -33,6 +39,7 @@ from .transcript import Transcript
 
 METHODS = ("lilo", "preferential", "true_utility", "llm_only", "random")
 LLM_METHODS = ("lilo", "llm_only")
+PROXY_GP_METHODS = ("lilo", "preferential", "true_utility")  # those that fit a proxy GP and maximise an acquisition
 
 
 @dataclass
@@ -81,7 +88,8 @@ class LILO:
             comparisons), ``true_utility`` (BO on the utility itself), ``llm_only`` or ``random``.
         decision_maker: who answers (default: the environment's simulated one, seeded by ``config.seed``).
         transcript_file: JSON lines of the run; resumed when it exists, under the same settings only.
-        model_factory, acquisition_factory: the proxy GP and the batch acquisition (default SingleTaskGP, qLogNEI).
+        model_factory, acquisition_factory: the proxy GP and the batch acquisition (default SingleTaskGP, qLogNEI);
+            stored with the settings, as they choose the points.
     """
 
     def __init__(
@@ -103,6 +111,9 @@ class LILO:
         self.config = config if config is not None else LILOConfig()
         self.decision_maker = decision_maker or environment.decision_maker(self.config.seed)
         self.backend = backend if method in LLM_METHODS else None
+        proxy_gp = method in PROXY_GP_METHODS
+        self.model_factory = (model_factory or SingleTaskGPFactory()) if proxy_gp else None
+        self.acquisition_factory = (acquisition_factory or LogNEIFactory()) if proxy_gp else None
         path = None if transcript_file is None else Path(transcript_file)
         if path is not None:
             check_and_store_settings(
@@ -113,8 +124,7 @@ class LILO:
                 start_fresh=f"pass another `transcript_file`, or delete {path}",
             )
         self.transcript = Transcript(path)
-        factories = {"model_factory": model_factory, "acquisition_factory": acquisition_factory}
-        self.proposer = self._proposer({k: v for k, v in factories.items() if v is not None})
+        self.proposer = self._proposer()
 
     def settings(self) -> dict[str, Any]:
         """What decides the run's questions, labels and points (JSON-serialisable)."""
@@ -124,9 +134,11 @@ class LILO:
             "environment": self.environment.name,
             "backend": describe(self.backend) if self.backend is not None else None,
             "decision_maker": describe(self.decision_maker),
+            "model_factory": describe(self.model_factory) if self.model_factory is not None else None,
+            "acquisition_factory": describe(self.acquisition_factory) if self.acquisition_factory is not None else None,
         }
 
-    def _proposer(self, factories: dict):
+    def _proposer(self):
         config, names = self.config, self.environment.names
         if self.method == "random":
             return RandomProposer(config)
@@ -137,7 +149,9 @@ class LILO:
         if self.method == "llm_only":
             return LLMOnlyProposer(config, feedback, self.transcript)
         scalar = self.method == "true_utility" or (self.method == "lilo" and config.feedback == "scalar")
-        return (UtilityProposer if scalar else PreferenceProposer)(config, feedback=feedback, **factories)
+        return (UtilityProposer if scalar else PreferenceProposer)(
+            config, self.model_factory, self.acquisition_factory, feedback=feedback
+        )
 
     def _result(self, round_index: int, X: torch.Tensor) -> RoundResult:
         so_far = [r for r in self.transcript.records if r.get("round", 0) <= round_index]
@@ -155,7 +169,13 @@ class LILO:
     def _evaluate(self, round_index: int, X: torch.Tensor, first: int) -> torch.Tensor:
         outcomes = self.environment.outcomes(X)
         for number, (x, y) in enumerate(zip(X.tolist(), outcomes.tolist(), strict=True), start=first):
-            self.transcript.record(f"evaluation:{number}", "evaluation", round=round_index, x=x, outcomes=y)
+            recorded = self.transcript.record(f"evaluation:{number}", "evaluation", round=round_index, x=x, outcomes=y)
+            if recorded["x"] != x:
+                raise ValueError(
+                    f"{self.transcript.path}: the replayed run evaluates x = {x} where the transcript holds "
+                    f"x = {recorded['x']} (evaluation {number}, round {round_index}): it was not made by this code "
+                    "under these settings; start fresh with another `transcript_file`"
+                )
         return outcomes
 
     def run(self, callback: Callable[[RoundResult], None] | None = None) -> list[RoundResult]:
@@ -165,7 +185,8 @@ class LILO:
         outcomes = self._evaluate(0, X, 0)
         results = [self._result(0, X)]
         for round_index in range(1, self.config.rounds + 1):
-            batch = self.proposer.propose(round_index, X, outcomes)
+            with seeded_global_rng(derived_seed(self.config.seed, round_index, "propose")):
+                batch = self.proposer.propose(round_index, X, outcomes)
             outcomes = torch.cat([outcomes, self._evaluate(round_index, batch, len(X))])
             X = torch.cat([X, batch])
             results.append(self._result(round_index, X))

@@ -1,8 +1,10 @@
 import json
 
+import numpy as np
 import pytest
 import torch
 
+from hf_ext.companion.bo import RCGPFactory, UCBFactory
 from hf_ext.companion.bo.lilo import (
     LILO,
     LILOConfig,
@@ -60,6 +62,40 @@ def test_a_resume_under_other_settings_is_refused_naming_them(tmp_path, dtlz2):
     other = LILOConfig(**{**CONFIG.__dict__, "samples": 1})
     with pytest.raises(ValueError, match=r"config.samples: stored 2, now 1"):
         LILO(dtlz2, ScriptedBackend(ANSWERS), other, transcript_file=tmp_path / "t.jsonl")
+
+
+def test_a_resume_with_other_factories_is_refused_naming_them(tmp_path, dtlz2):
+    path = tmp_path / "t.jsonl"
+    LILO(dtlz2, None, CONFIG, method="preferential", transcript_file=path).transcript.record("e", "x")
+    with pytest.raises(ValueError, match=r"model_factory.type: stored 'SingleTaskGPFactory', now 'RCGPFactory'"):
+        LILO(dtlz2, None, CONFIG, method="preferential", transcript_file=path, model_factory=RCGPFactory())
+    with pytest.raises(ValueError, match=r"acquisition_factory.type: stored 'LogNEIFactory', now 'UCBFactory'"):
+        LILO(dtlz2, None, CONFIG, method="preferential", transcript_file=path, acquisition_factory=UCBFactory(4))
+
+
+def test_a_run_makes_the_same_points_whatever_the_global_generators_hold(dtlz2):
+    """Issue 37: PairwiseGP starts its solver from np.random, so three processes gave three round-1 batches."""
+    points = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed), np.random.seed(global_seed)
+        loop = LILO(dtlz2, None, CONFIG, method="preferential")
+        loop.run()
+        points.append([record["x"] for record in loop.transcript.of_kind("evaluation")])
+    assert points[0] == points[1]
+
+
+def test_a_transcript_holding_points_this_run_does_not_make_is_refused(tmp_path, dtlz2):
+    path = tmp_path / "t.jsonl"
+    LILO(dtlz2, None, CONFIG, method="random", transcript_file=path).run()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    next(r for r in records if r["key"] == "evaluation:5")["x"][0] = 0.5
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    with pytest.raises(
+        ValueError,
+        match=r"t.jsonl: the replayed run evaluates x = \[.*\] where the transcript holds "
+        r"x = \[0.5, .*\] \(evaluation 5, round 1\)",
+    ):
+        LILO(dtlz2, None, CONFIG, method="random", transcript_file=path).run()
 
 
 def test_a_resume_may_change_how_answers_are_fetched_but_not_which(tmp_path, dtlz2):

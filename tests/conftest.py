@@ -1,4 +1,5 @@
 import os
+import runpy
 import socket
 import subprocess
 import sys
@@ -90,19 +91,66 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def torchrun():
     """Run ``script *args`` in ``cwd`` under ``torchrun --nproc_per_node=N`` on CPU (one thread a process); fails the
-    test on a non-zero exit. Session-scoped, so a module fixture can launch once for many tests."""
+    test on a non-zero exit. Session-scoped, so a module fixture can launch once for many tests.
 
-    def run(script: Path, *args: str, cwd: Path, nproc_per_node: int = 2) -> None:
+    With ``accelerate_config`` (an FSDP accelerate config file) the processes get its settings and run
+    through ``python -m hf_ext.distributed``, as ``hf-ext run`` starts them: sharded by accelerate's FSDP.
+    """
+
+    def run(
+        script: Path, *args: str, cwd: Path, nproc_per_node: int = 2, accelerate_config: Path | None = None
+    ) -> None:
+        from hf_ext.distributed import fsdp_launch_env
+
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         torchrun = Path(sys.executable).with_name("torchrun")
-        command = [str(torchrun), f"--nproc_per_node={nproc_per_node}", f"--master_port={port}", str(script), *args]
-        env = os.environ | {"OMP_NUM_THREADS": "1"}
+        module = ["-m", "hf_ext.distributed"] if accelerate_config else []
+        command = [str(torchrun), f"--nproc_per_node={nproc_per_node}", f"--master_port={port}", *module, str(script)]
+        command += args
+        env = os.environ | {"OMP_NUM_THREADS": "1"} | (fsdp_launch_env(accelerate_config) if accelerate_config else {})
         result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
     return run
+
+
+DISTRIBUTED_RUNS = Path(__file__).with_name("_distributed_runs.py")
+
+
+@dataclass(frozen=True)
+class DistributedRuns:
+    """The runs of ``tests/_distributed_runs.py``: sharded on two FSDP2 CPU processes, and in this process."""
+
+    folder: Path
+
+    def sharded(self, run: str) -> dict:
+        """``run``'s result on two processes, its parameters gathered whole."""
+        return torch.load(self.folder / f"{run}.pt")
+
+    def one_process(self, run: str, output_dir: Path) -> dict:
+        """``run`` in this process, unsharded, on the same global batch."""
+        return runpy.run_path(str(DISTRIBUTED_RUNS))["RUNS"][run](output_dir)
+
+    @staticmethod
+    def max_relative_difference(ours: dict, reference: dict) -> float:
+        """Over the tensors of two state dicts with the same names: the largest ``max|ours - ref| / max|ref|``."""
+        assert ours.keys() == reference.keys()
+        return max(((ours[n] - reference[n]).abs().max() / reference[n].abs().max()).item() for n in reference)
+
+
+@pytest.fixture(scope="session")
+def distributed_runs(torchrun, tmp_path_factory) -> DistributedRuns:
+    """Every run of ``tests/_distributed_runs.py`` on two CPU processes sharded by accelerate's FSDP2 (the shipped
+    ``fsdp2_cpu_2proc`` config), in one launch for the whole session."""
+    from hf_ext.recipes import recipes_dir
+
+    folder = tmp_path_factory.mktemp("fsdp2_runs")
+    runs = runpy.run_path(str(DISTRIBUTED_RUNS))["RUNS"]
+    config = recipes_dir() / "accelerate" / "fsdp2_cpu_2proc.yaml"
+    torchrun(DISTRIBUTED_RUNS, str(folder), *runs, cwd=folder, accelerate_config=config)
+    return DistributedRuns(folder)
 
 
 @pytest.fixture

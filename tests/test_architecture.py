@@ -35,7 +35,15 @@ METHODS = (
 UMBRELLAS = ("hf_ext.optim",)
 # The numerics the optimizer methods share; it imports none of them.
 SHARED = ("hf_ext.optim.shared",)
-CORE = ("hf_ext.data", "hf_ext.models", "hf_ext.evaluation", "hf_ext.plotting", "hf_ext._*", "hf_ext.kernels")
+CORE = (
+    "hf_ext.data",
+    "hf_ext.models",
+    "hf_ext.evaluation",
+    "hf_ext.plotting",
+    "hf_ext.distributed",
+    "hf_ext._*",
+    "hf_ext.kernels",
+)
 
 
 @dataclass(frozen=True)

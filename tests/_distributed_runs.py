@@ -1,0 +1,113 @@
+"""Short training runs that a test repeats on one process and on two FSDP2-sharded CPU processes.
+
+``torchrun --nproc_per_node=2 -m hf_ext.distributed _distributed_runs.py OUT RUN...`` (with the
+FSDP variables of recipes/accelerate/fsdp2_cpu_2proc.yaml) runs each RUN sharded and writes
+``OUT/RUN.pt`` from rank 0; a test loads this file with ``runpy.run_path`` and calls the same
+function in its own process for the one-process result. The global batch is the same in both.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+from torch.distributed.tensor import DTensor
+from transformers import Trainer, TrainingArguments
+
+from hf_ext.models import tiny_causal_lm
+
+GLOBAL_BATCH = 4
+
+
+def world_size() -> int:
+    """The number of processes torchrun started (the process group starts later, with the Trainer)."""
+    return int(os.environ.get("WORLD_SIZE", 1))
+
+
+def token_dataset(rows: int = 16, length: int = 12) -> Dataset:
+    """Equal-length rows (no padding), so each rank's loss averages as many tokens as the others'."""
+    ids = [[1 + (7 * row + 3 * col) % 97 for col in range(length)] for row in range(rows)]
+    return Dataset.from_dict({"input_ids": ids, "labels": ids})
+
+
+def cpu_settings(output_dir, **overrides) -> dict:
+    """fp32 on CPU, three steps of the global batch, nothing saved; ``overrides`` win."""
+    return {
+        "output_dir": str(output_dir),
+        "per_device_train_batch_size": GLOBAL_BATCH // world_size(),
+        "max_steps": 3,
+        "learning_rate": 1e-3,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "no",
+        "use_cpu": True,
+        "bf16": False,
+        "activation_checkpointing": False,
+        "disable_tqdm": True,
+        "dataloader_pin_memory": False,
+        "seed": 0,
+    } | overrides
+
+
+def result(trainer) -> dict:
+    """Whole parameters (gathered from the shards), whether they were sharded, and the logged losses."""
+    params = {name: p.full_tensor() if isinstance(p, DTensor) else p for name, p in trainer.model.named_parameters()}
+    return {
+        "wrapped": type(trainer.model_wrapped).__name__,
+        "params": {name: p.detach().cpu().clone() for name, p in params.items()},
+        "sharded": [name for name, p in trainer.model.named_parameters() if isinstance(p, DTensor)],
+        "losses": [entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
+    }
+
+
+def adamw(output_dir) -> dict:
+    """The stock Trainer with AdamW and gradient clipping."""
+    model, _ = tiny_causal_lm(seed=0)
+    args = TrainingArguments(**cpu_settings(output_dir, optim="adamw_torch", max_grad_norm=1.0))
+    trainer = Trainer(model=model, args=args, train_dataset=token_dataset())
+    trainer.train()
+    return result(trainer)
+
+
+def preference_run(algorithm: str, output_dir) -> dict:
+    """Regularized DPO (with a reference model, which TRL shards too) or SimPO (no reference), two-sided penalty."""
+    from hf_ext.alignment import (
+        RegularizedDPOConfig,
+        RegularizedDPOTrainer,
+        RegularizedSimPOConfig,
+        RegularizedSimPOTrainer,
+    )
+    from hf_ext.data import preference_dataset
+
+    model, tokenizer = tiny_causal_lm(seed=0)
+    settings = cpu_settings(output_dir, optim="adamw_torch", regularizer_coef=5.0, regularizer_form="two_sided")
+    if algorithm == "dpo":
+        trainer_class, args = RegularizedDPOTrainer, RegularizedDPOConfig(**settings)
+        reference = {"ref_model": tiny_causal_lm(seed=1)[0]}
+    else:
+        trainer_class, args, reference = RegularizedSimPOTrainer, RegularizedSimPOConfig(**settings), {}
+    data = preference_dataset(16)
+    trainer = trainer_class(model=model, args=args, train_dataset=data, processing_class=tokenizer, **reference)
+    trainer.train()
+    reference_model = getattr(trainer, "ref_model", None)  # CPOTrainer (SimPO) has none
+    ref_params = [] if reference_model is None else list(reference_model.parameters())
+    logs = trainer.state.log_history
+    return result(trainer) | {
+        "reference_sharded": bool(ref_params) and all(isinstance(p, DTensor) for p in ref_params),
+        "penalties": [entry["regularizer/penalty"] for entry in logs if "regularizer/penalty" in entry],
+    }
+
+
+RUNS = {
+    "adamw": adamw,
+    "dpo": lambda output_dir: preference_run("dpo", output_dir),
+    "simpo": lambda output_dir: preference_run("simpo", output_dir),
+}
+
+if __name__ == "__main__":
+    out, names = Path(sys.argv[1]), sys.argv[2:]
+    for name in names:
+        outcome = RUNS[name](out / name)
+        if torch.distributed.get_rank() == 0:
+            torch.save(outcome, out / f"{name}.pt")

@@ -1,7 +1,7 @@
 """Curvature from weight-space symmetries: each group's estimate against exact Hessians, then training with it.
 
     hf-ext run symmetry_curvature                  # shipped config (benchmarks/symmetry_curvature.py runs it)
-    hf-ext run symmetry_curvature quick=true       # seconds: the end-to-end check
+    hf-ext run symmetry_curvature --config symmetry_curvature_quick   # seconds: the end-to-end check
 
 (a) Accuracy. An MLP on scikit-learn's digits and a tiny Llama on standard-library source are trained
 briefly with AdamW; then, for each measured weight matrix, the exact Hessian of the loss on held data
@@ -49,29 +49,11 @@ from hf_ext.optim.symmetry_curvature import GROUPS
 from hf_ext.plotting import plot_grouped_bars, plot_labelled_points
 from hf_ext.recipes._results import write_results, write_rows
 
-QUICK_SIZES = {
-    "seeds": [0],
-    "accuracy_groups": ["permutation:identity", "orthogonal:identity", "scaling:scaling"],
-    "pretrain_steps": 5,
-    "mlp_hidden": 8,
-    "mlp_train_hidden": 16,
-    "gradient_batches": 4,
-    "probe_directions": 4,
-    "mlp_steps": 5,
-    "mlp_lrs": [1e-2],
-    "lm_steps": 3,
-    "lm_lrs": [3e-3],
-    "lm_hidden_size": 8,
-    "lm_layers": 1,
-    "corpus_files": 6,
-    "eval_blocks": 4,
-}
 OPTIMIZERS = ("adamw", "symmetry", "shampoo_style", "muon")
 
 
 @dataclass
 class SymmetryCurvatureArguments:
-    quick: bool = field(default=False, metadata={"help": "Tiny sizes and one seed: an end-to-end check in seconds."})
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "Seeds (init and data order)."})
     accuracy_groups: list[str] = field(
         default_factory=lambda: [
@@ -141,13 +123,6 @@ class SymmetryCurvatureArguments:
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The recipe's parser (``hf-ext run symmetry_curvature --help`` lists the fields)."""
     return TrlParser((SymmetryCurvatureArguments, TrainingArguments))
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[SymmetryCurvatureArguments, TrainingArguments]:
-    script_args, training_args = parser(argv).parse_args_and_config(argv)
-    if script_args.quick:
-        script_args = dataclasses.replace(script_args, **QUICK_SIZES)
-    return script_args, training_args
 
 
 # ---------------------------------------------------------------- data and models
@@ -442,7 +417,7 @@ def optimization(script_args, training_args, lm_data, progress) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    script_args, training_args = parse_args(argv)
+    script_args, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
     lm_data = corpus(script_args)
     runs = len(script_args.seeds) * (1 + len(OPTIMIZERS) * (len(script_args.mlp_lrs) + len(script_args.lm_lrs)))

@@ -4,32 +4,26 @@ import json
 import pytest
 import torch
 
-from hf_ext.recipes import recipes_dir
+from hf_ext.recipes import shipped_config
 from hf_ext.recipes.symmetry_curvature import (
     SymmetryCurvatureArguments,
     agreement,
     estimates,
     main,
-    parse_args,
+    parser,
 )
 
 
-def _flags(tmp_path, *extra):
-    return [
-        "--config",
-        str(recipes_dir() / "configs" / "symmetry_curvature.yaml"),
-        "--output_dir",
-        str(tmp_path),
-        *extra,
-    ]
+def _flags(tmp_path, *extra, config="symmetry_curvature"):
+    return ["--config", str(shipped_config(config)), "--output_dir", str(tmp_path), *extra]
 
 
-def test_the_shipped_config_parses_and_quick_shrinks_it(tmp_path):
-    script_args, training_args = parse_args(_flags(tmp_path))
+def test_the_shipped_config_parses_and_the_quick_one_shrinks_it(tmp_path):
+    script_args, training_args = parser().parse_args_and_config(_flags(tmp_path))
     assert len(script_args.seeds) == 3 and "permutation:identity" in script_args.accuracy_groups
     assert training_args.lr_scheduler_type == "constant"
-    quick, _ = parse_args(_flags(tmp_path, "--quick", "true"))
-    assert quick.seeds == [0] and quick.lm_steps < script_args.lm_steps
+    quick, _ = parser().parse_args_and_config(_flags(tmp_path, "--lm_steps", "2", config="symmetry_curvature_quick"))
+    assert quick.seeds == [0] and quick.lm_steps == 2  # a setting given with the quick config wins
 
 
 def test_agreement_is_one_for_a_multiple_and_scale_free():
@@ -80,7 +74,7 @@ def test_bad_arguments_are_refused(field, value, message):
 
 @pytest.mark.slow
 def test_quick_run_end_to_end(tmp_path):
-    results = main(_flags(tmp_path, "--quick", "true"))
+    results = main(_flags(tmp_path, config="symmetry_curvature_quick"))
     estimates_seen = {entry["estimate"] for entry in results["accuracy"]}
     assert estimates_seen == {
         "full",

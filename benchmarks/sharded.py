@@ -23,8 +23,9 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from _harness import benchmark_parser
+import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 
@@ -74,8 +75,20 @@ def prepare(model: nn.Module, mode: str) -> nn.Module:
     return model
 
 
-def train(method: str, mode: str, base: nn.Module, data: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+def train(
+    method: str,
+    mode: str,
+    base: nn.Module,
+    data: list[torch.Tensor],
+    checkpoint: Path | None = None,
+    save_at: int | None = None,
+    resume_at: int | None = None,
+) -> dict[str, torch.Tensor]:
     """``len(data)`` steps of ``method``; the whole parameters afterwards (every rank).
+
+    With ``save_at``, model and optimizer are saved to ``checkpoint`` after that many steps
+    (torch.distributed.checkpoint); with ``resume_at``, loaded from it first, and the run takes the
+    steps after that one.
 
     Each step's global batch is split into one micro-batch per rank. One process (``single``) takes
     them all in turn and accumulates ``loss / N``: the gradient the ranks' average makes, summed in the
@@ -85,7 +98,12 @@ def train(method: str, mode: str, base: nn.Module, data: list[torch.Tensor]) -> 
     model = copy.deepcopy(base)
     forward = prepare(model, mode)
     optimizer = METHODS[method](model)
-    for ids in data:
+    if resume_at is not None:
+        model_state, optimizer_state = get_state_dict(forward, optimizer)  # the layout to load into
+        state = {"model": model_state, "optimizer": optimizer_state}
+        dcp.load(state, checkpoint_id=checkpoint)
+        set_state_dict(forward, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+    for step, ids in enumerate(data[resume_at or 0 :], start=(resume_at or 0) + 1):
         if mode == "single":
             loss = 0.0
             for part in ids.chunk(world_size):
@@ -103,6 +121,9 @@ def train(method: str, mode: str, base: nn.Module, data: list[torch.Tensor]) -> 
             optimizer.set_loss(loss)
         optimizer.step()
         optimizer.zero_grad()
+        if step == save_at:
+            model_state, optimizer_state = get_state_dict(forward, optimizer)
+            dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=checkpoint)
     return {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone() for n, p in model.named_parameters()}
 
 
@@ -121,9 +142,15 @@ def worker(args: argparse.Namespace) -> None:
         for mode in args.modes:
             if mode == "single" and dist.get_rank() != 0:
                 continue
-            results[mode] = train(method, mode, base, data)
+            checkpoint = out / "checkpoints" / f"{method}-{mode}"
+            if args.resume_at is not None and mode != "single":
+                results[mode] = train(method, mode, base, data, checkpoint, resume_at=args.resume_at)
+            elif args.resume_at is None:
+                save_at = args.save_at if mode != "single" else None
+                results[mode] = train(method, mode, base, data, checkpoint, save_at=save_at)
         if dist.get_rank() == 0:
-            torch.save(results, out / f"{method}.pt")
+            name = f"{method}-resumed" if args.resume_at is not None else method
+            torch.save(results, out / f"{name}.pt")
     dist.destroy_process_group()
 
 
@@ -136,11 +163,14 @@ def relative_difference(params: dict[str, torch.Tensor], reference: dict[str, to
 
 
 def parse(argv=None) -> argparse.Namespace:
-    parser = benchmark_parser(__doc__, output_dir="outputs/benchmarks/sharded")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", action="store_true", help="run as one torchrun process")
+    parser.add_argument("--output-dir", default="outputs/benchmarks/sharded")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--save-at", type=int, default=2, help="save FSDP2 and DDP runs after this step")
+    parser.add_argument("--resume-at", type=int, help="resume the runs saved after this step and finish them")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=4, help="global batch (sequences of 16 tokens)")
     parser.add_argument("--hidden-size", type=int, default=16)

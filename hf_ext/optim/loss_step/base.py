@@ -15,7 +15,7 @@ size of the last step is kept in each group's ``"step_size"`` (saved with ``stat
 import torch
 import torch.distributed as dist
 
-from ..._sharded import shard_group, squared_norm_part, sum_across
+from ..._sharded import local, shard_group, squared_norm_part, sum_across
 from ..._validation import check_finite, check_finite_loss
 
 NORMS = ("global", "per_group")
@@ -66,6 +66,12 @@ class LossStepOptimizer(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        if closure is None and self._loss is None and self._gradients_are_zero():
+            # A zero gradient takes a zero step whatever the loss: this is the step torch.distributed.checkpoint's
+            # get_optimizer_state_dict takes to lay out a fresh optimizer's state before loading into it.
+            for group in self.param_groups:
+                self._momentum_buffers(group, [p for p in group["params"] if p.grad is not None])
+            return None
         loss = self._take_loss(closure)
         grads = [[p.grad for p in group["params"] if p.grad is not None] for group in self.param_groups]
         value, *squares = self._loss_and_squares(loss, grads)
@@ -85,11 +91,20 @@ class LossStepOptimizer(torch.optim.Optimizer):
             if beta == 0:
                 torch._foreach_add_(params, group_grads, alpha=-gamma)
                 continue
-            buffers = [self.state[p].setdefault("momentum_buffer", torch.zeros_like(p)) for p in params]
+            buffers = self._momentum_buffers(group, params)
             torch._foreach_mul_(buffers, beta)
             torch._foreach_add_(buffers, group_grads, alpha=(1 - beta) * gamma)
             torch._foreach_sub_(params, buffers)
         return loss
+
+    def _momentum_buffers(self, group: dict, params: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The heavy-ball buffers of ``params`` (created as zeros); none without momentum."""
+        if not group["momentum"]:
+            return []
+        return [self.state[p].setdefault("momentum_buffer", torch.zeros_like(p)) for p in params]
+
+    def _gradients_are_zero(self) -> bool:
+        return all(p.grad is None or not local(p.grad).any() for group in self.param_groups for p in group["params"])
 
     def _loss_and_squares(self, loss, grads: list[list[torch.Tensor]]) -> list[float]:
         """The loss and each group's ``||g||^2`` (float64), over all ranks for FSDP2 shards.

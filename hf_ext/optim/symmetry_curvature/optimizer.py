@@ -18,9 +18,11 @@ Every group's step has entries of RMS about 1, like Adam's, so learning rates ca
 Sharded parameters (FSDP2): ``("scaling", "scaling")`` layers (the fallback: embeddings, head, norms)
 step on each rank's shard, their state sharded like the parameter; every other group needs the whole
 gradient, so each such matrix has an owner rank (:class:`~hf_ext.optim.shared.sharding.OwnerExchange`)
-that gathers its gradient, keeps its whole state (``exp_avg``, ``moment``, ``mean_square``, ``step``)
-and sends back each rank's block of the direction: one process's step, with the state split across
-ranks matrix by matrix. Such state reloads at the same world size.
+that gathers its gradient, keeps its whole ``exp_avg``, ``moment`` and ``mean_square`` (every rank
+counts the ``step``) and sends back each rank's block of the direction: one process's step, with the
+state split across ranks matrix by matrix. Saved with torch.distributed.checkpoint, it reloads at the
+same world size (the owners follow from the parameters' sizes and the number of ranks).
+
 Why its own optimizer: Shampoo, Muon and KFAC each fix one structure; here the structure is derived
 from a symmetry group the user picks per layer.
 """
@@ -148,12 +150,14 @@ class SymmetryCurvature(torch.optim.Optimizer):
         matrices = [p for p, symmetry in symmetries.items() if not symmetry.elementwise]
         exchange = OwnerExchange(matrices, "SymmetryCurvature")
         stepped = [p for p in groups if p.grad is not None]
+        for p in stepped:  # every rank counts every parameter's steps; a matrix's owner alone keeps its tensors
+            self.state[p]["step"] = self.state[p].get("step", 0) + 1
         self._step_elementwise([p for p in stepped if symmetries[p].elementwise], groups)
 
         def direction(index: int, whole: list[torch.Tensor]) -> torch.Tensor:
             p = matrices[index]
             g, state = as_matrix(whole[0]), self.state[p]
-            if not state:
+            if "exp_avg" not in state:
                 self._init_state(state, torch.zeros_like(g), torch.zeros_like(symmetries[p].second_moment(g)))
             step = self._direction(groups[p], symmetries[p], state, state["exp_avg"], state["moment"], g)
             return step.reshape(p.shape)
@@ -167,7 +171,6 @@ class SymmetryCurvature(torch.optim.Optimizer):
 
     @staticmethod
     def _init_state(state: dict, exp_avg: torch.Tensor, moment: torch.Tensor) -> None:
-        state["step"] = 0
         state["exp_avg"] = exp_avg
         state["moment"] = moment
         state["mean_square"] = torch.zeros((), dtype=exp_avg.dtype, device=exp_avg.device)
@@ -181,7 +184,7 @@ class SymmetryCurvature(torch.optim.Optimizer):
         squares = sum_across(torch.stack([squared_norm_part([p.grad], process_group) for p in params]), process_group)
         for p, square_sum in zip(params, squares, strict=True):
             state = self.state[p]
-            if not state:
+            if "exp_avg" not in state:
                 self._init_state(state, torch.zeros_like(p), torch.zeros_like(p))
             g = as_matrix(local(p.grad))
             views = [as_matrix(local(state[name])) for name in ("exp_avg", "moment")]
@@ -195,7 +198,6 @@ class SymmetryCurvature(torch.optim.Optimizer):
         diagonal ``S``; ``mean_square``: the mean of ``g^2`` over the whole parameter, default ``g``'s own);
         returns the direction, a matrix like ``g``."""
         beta1, beta2 = group["betas"]
-        state["step"] += 1
         t = state["step"]
         exp_avg.lerp_(g, 1 - beta1)
         moment.lerp_(symmetry.second_moment(g), 1 - beta2)

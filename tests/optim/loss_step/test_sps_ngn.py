@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
 from hf_ext.optim import NGN, SPS
 
@@ -155,3 +156,17 @@ def test_step_without_a_loss_says_how_to_give_one():
     p.grad = torch.ones(2)
     with pytest.raises(RuntimeError, match=r"SPS.step\(\) needs the loss: call step\(closure\), or set_loss"):
         SPS([p]).step()
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_torch_distributed_checkpoint_lays_out_a_fresh_optimizers_state(momentum):
+    """get_optimizer_state_dict steps a fresh optimizer on zero gradients, with no loss, to lay out the state that a
+    checkpoint is then loaded into: that step moves nothing and creates the momentum buffers."""
+    model = torch.nn.Linear(3, 2)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = NGN(model.parameters(), lr=0.5, momentum=momentum)
+    state = get_optimizer_state_dict(model, optimizer)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    buffers = [entry["momentum_buffer"] for entry in state["state"].values()]
+    assert len(buffers) == (2 if momentum else 0) and all(not b.any() for b in buffers)
+    assert optimizer.param_groups[0]["steps"] == 0

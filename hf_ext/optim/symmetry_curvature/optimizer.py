@@ -11,9 +11,16 @@ structure (hats: Adam's bias corrections; ``damping`` is relative to the mean ei
 - ``("orthogonal" | "signed_permutation", "identity")``: ``S = I kron G^T G / out``, the step is
   ``sqrt(out) U V^T`` for one gradient (Muon; Shampoo's ``L^-1/4 G R^-1/4`` up to scale);
 - ``("permutation", "identity")`` (hidden units): that step on the rows' mean and, separately, on its complement;
-- ``("scaling", "scaling")``: the diagonal, i.e. Adam; ``("orthogonal", "orthogonal")``: normalised SGD.
+- ``("scaling", "scaling")``: the diagonal, Adam with the damping inside the root, ``m_hat / sqrt(v_hat + damping *
+  mean(v_hat))`` (``torch.optim.Adam(eps=0)`` only as ``damping -> 0``);
+- ``("orthogonal", "orthogonal")``: normalised SGD.
 
-Every group's step has entries of RMS about 1, like Adam's, so learning rates carry over.
+Every group's step has entries of RMS about 1, like Adam's, so learning rates carry over. The state (``S``, the
+momentum, the mean of ``g^2``) and the inverse roots are float32 for bfloat16/float16 parameters (the roots'
+eigendecompositions float64), as in Shampoo implementations: ``S`` is singular or nearly so (one gradient's ``S``
+has rank 1 per block), and ``S^(-1/2)`` multiplies whatever of the momentum lies outside its range by up to
+``damping^(-1/2)``; a bfloat16 ``S`` or momentum puts 2^-8 of it there, which made the first step of a bfloat16
+8 x 8 layer twice the float32 one. The momentum and ``S`` thus cost float32 memory.
 
 Sharded parameters (FSDP2): ``("scaling", "scaling")`` layers (the fallback: embeddings, head, norms)
 step on each rank's shard, their state sharded like the parameter; every other group needs the whole
@@ -28,6 +35,7 @@ from a symmetry group the user picks per layer.
 """
 
 import fnmatch
+from itertools import chain
 
 import torch
 from torch import nn
@@ -38,6 +46,12 @@ from ..shared.sharding import OwnerExchange
 from .groups import GROUPS, SymmetryGroup
 
 FALLBACK = ("scaling", "scaling")  # vectors, embeddings and the output head: the diagonal (Adam-like) estimate
+STATISTICS = ("exp_avg", "moment", "mean_square")  # state kept in float32 (or the parameter's wider dtype)
+
+
+def statistics_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the state and roots of a parameter of ``dtype`` are computed in: float32 at least."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 def resolve_group(spec, param: torch.Tensor) -> tuple[str, str]:
@@ -109,8 +123,16 @@ class SymmetryCurvature(torch.optim.Optimizer):
         super().__init__(params, defaults)
 
     def add_param_group(self, param_group: dict) -> None:
+        """torch's, then the group's checks; a refused group is not kept."""
         super().add_param_group(param_group)
-        group = self.param_groups[-1]
+        try:
+            self._check(self.param_groups[-1], len(self.param_groups) - 1)
+        except ValueError:
+            self.param_groups.pop()
+            raise
+
+    @staticmethod
+    def _check(group: dict, index: int) -> None:
         for name in ("lr", "betas", "damping", "weight_decay"):
             check_finite("SymmetryCurvature", name, group[name])
         for name, allowed, ok in (
@@ -121,9 +143,7 @@ class SymmetryCurvature(torch.optim.Optimizer):
         ):
             if not ok:
                 raise ValueError(f"SymmetryCurvature: `{name}` must be {allowed}, got {group[name]!r}")
-        names = group.get("param_names") or [
-            f"param_groups[{len(self.param_groups) - 1}][{i}]" for i in range(len(group["params"]))
-        ]
+        names = group.get("param_names") or [f"param_groups[{index}][{i}]" for i in range(len(group["params"]))]
         for name, param in zip(names, group["params"], strict=True):
             spec = resolve_group(group["group"], param)
             if len(spec) != 2 or any(side not in GROUPS for side in spec):
@@ -158,6 +178,7 @@ class SymmetryCurvature(torch.optim.Optimizer):
             p = matrices[index]
             g, state = as_matrix(whole[0]), self.state[p]
             if "exp_avg" not in state:
+                g = g.to(statistics_dtype(g.dtype))
                 self._init_state(state, torch.zeros_like(g), torch.zeros_like(symmetries[p].second_moment(g)))
             step = self._direction(groups[p], symmetries[p], state, state["exp_avg"], state["moment"], g)
             return step.reshape(p.shape)
@@ -185,26 +206,41 @@ class SymmetryCurvature(torch.optim.Optimizer):
         for p, square_sum in zip(params, squares, strict=True):
             state = self.state[p]
             if "exp_avg" not in state:
-                self._init_state(state, torch.zeros_like(p), torch.zeros_like(p))
+                dtype = statistics_dtype(p.dtype)
+                self._init_state(state, torch.zeros_like(p, dtype=dtype), torch.zeros_like(p, dtype=dtype))
             g = as_matrix(local(p.grad))
             views = [as_matrix(local(state[name])) for name in ("exp_avg", "moment")]
             symmetry = SymmetryGroup(*resolve_group(groups[p]["group"], p))
-            mean_square = (square_sum / p.numel()).to(g.dtype)
+            mean_square = (square_sum / p.numel()).to(statistics_dtype(g.dtype))
             self._apply(groups[p], p, self._direction(groups[p], symmetry, state, *views, g, mean_square))
 
     @staticmethod
     def _direction(group: dict, symmetry: SymmetryGroup, state: dict, exp_avg, moment, g, mean_square=None):
         """One step of the module docstring's estimates for the gradient matrix ``g`` (whole, or a shard for a
         diagonal ``S``; ``mean_square``: the mean of ``g^2`` over the whole parameter, default ``g``'s own);
-        returns the direction, a matrix like ``g``."""
+        returns the direction, a matrix like ``g`` in :func:`statistics_dtype`."""
         beta1, beta2 = group["betas"]
         t = state["step"]
+        g = g.to(moment.dtype)
         exp_avg.lerp_(g, 1 - beta1)
         moment.lerp_(symmetry.second_moment(g), 1 - beta2)
         state["mean_square"].lerp_(g.square().mean() if mean_square is None else mean_square, 1 - beta2)
         correction = 1 - beta2**t
         damping = group["damping"] * state["mean_square"].item() / correction + torch.finfo(g.dtype).tiny
         return symmetry.precondition(moment / correction, exp_avg / (1 - beta1**t), damping=damping)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """torch's, which casts every floating state tensor to its parameter's dtype, with the float32 state
+        restored as saved (a bfloat16 model's would otherwise be rounded on every resume)."""
+        saved = [entry for entry in state_dict["state"].items() if isinstance(entry[1], dict)]
+        super().load_state_dict(state_dict)
+        ids = chain.from_iterable(group["params"] for group in state_dict["param_groups"])
+        params = dict(zip(ids, chain.from_iterable(group["params"] for group in self.param_groups), strict=True))
+        for key, value in saved:
+            for name in STATISTICS:
+                if key in params and name in value:
+                    dtype = statistics_dtype(params[key].dtype)
+                    self.state[params[key]][name] = value[name].to(device=params[key].device, dtype=dtype)
 
     @staticmethod
     def _apply(group: dict, p: torch.Tensor, direction: torch.Tensor) -> None:

@@ -58,16 +58,55 @@ def test_the_same_step_is_shampoos_inverse_fourth_roots():
     torch.testing.assert_close(step / math.sqrt(6), shampoo)
 
 
-def test_scaling_on_both_sides_is_adam():
-    torch.manual_seed(0)
-    ours, adam = nn.Parameter(_randn(4, 3, seed=2)), nn.Parameter(_randn(4, 3, seed=2))
-    opt = SymmetryCurvature([ours], lr=0.1, group=("scaling", "scaling"), betas=(0.9, 0.95), damping=TINY)
+@pytest.mark.parametrize("damping", [TINY, 1e-6, 1e-2])
+def test_scaling_on_both_sides_is_adam_with_the_damping_inside_the_root(damping):
+    """``m_hat / sqrt(v_hat + damping * mean(v_hat))``: ``torch.optim.Adam(eps=0)`` only as the damping goes to 0.
+
+    One coordinate's gradient is 1e-4 of the others': its ``v`` is below ``damping * mean(v)`` from damping 1e-6
+    (the default) on, and its step shrinks by 10x there and 1000x at 1e-2, where Adam(eps=0) steps it by ``lr``."""
+    ours, adam = nn.Parameter(_randn(4, 3, seed=2, dtype=torch.float64)), nn.Parameter(_randn(4, 3, seed=2))
+    adam.data = ours.detach().clone()
+    opt = SymmetryCurvature([ours], lr=0.1, group=("scaling", "scaling"), betas=(0.9, 0.95), damping=damping)
     ref = torch.optim.Adam([adam], lr=0.1, betas=(0.9, 0.95), eps=0.0)
-    for seed in range(4):
+    x, m, v = ours.detach().clone(), torch.zeros(4, 3, dtype=torch.float64), torch.zeros(4, 3, dtype=torch.float64)
+    for step in range(1, 5):
+        g = _randn(4, 3, seed=10 + step, dtype=torch.float64)
+        g[0, 0] *= 1e-4
         for p, o in ((ours, opt), (adam, ref)):
-            p.grad = _randn(4, 3, seed=10 + seed)
+            p.grad = g.clone()
             o.step()
-    torch.testing.assert_close(ours.detach(), adam.detach(), atol=1e-5, rtol=1e-5)
+        m, v = 0.9 * m + 0.1 * g, 0.95 * v + 0.05 * g.square()
+        m_hat, v_hat = m / (1 - 0.9**step), v / (1 - 0.95**step)
+        x = x - 0.1 * m_hat / (v_hat + damping * v_hat.mean()).sqrt()
+    torch.testing.assert_close(ours.detach(), x)
+    others = torch.ones(4, 3, dtype=torch.bool)
+    others[0, 0] = False
+    torch.testing.assert_close(ours.detach()[others], adam.detach()[others], atol=damping * 10, rtol=0)
+    if damping == TINY:  # the tiny coordinate's v is 1e-8 of the mean: relative difference damping * 1e8 / 2
+        torch.testing.assert_close(ours.detach(), adam.detach(), rtol=1e-4, atol=0)
+    else:  # the tiny coordinate: Adam(eps=0) moved it by about lr per step, the damped root far less
+        assert (adam.detach()[0, 0] - ours.detach()[0, 0]).abs() > 0.1
+
+
+def test_bfloat16_parameters_step_as_float32_ones_within_bfloat16_rounding():
+    """One 8 x 8 layer, lr 1: a bfloat16 S and momentum made this first step up to twice the float32 one (their
+    rounding, outside S's range, multiplied by damping^(-1/2)); in float32 the bf16 step is the float32 step
+    rounded once (2^-8 relative) plus the bf16 gradient's own rounding (2^-8): within 2 * 2^-8 of its largest entry."""
+    g = _randn(8, 8, seed=5)
+    low, high = _one_step(g.bfloat16()), _one_step(g.bfloat16().float())
+    torch.testing.assert_close(low.float(), high, atol=2 * 2**-8 * high.abs().max().item(), rtol=0)
+    param = nn.Parameter(torch.zeros(8, 8, dtype=torch.bfloat16))
+    param.grad = g.bfloat16()
+    optimizer = SymmetryCurvature([param], lr=1.0)
+    optimizer.step()
+    assert {name: optimizer.state[param][name].dtype for name in ("exp_avg", "moment", "mean_square")} == dict.fromkeys(
+        ("exp_avg", "moment", "mean_square"), torch.float32
+    )
+    restored = SymmetryCurvature([nn.Parameter(param.detach().clone())], lr=1.0)
+    restored.load_state_dict(copy.deepcopy(optimizer.state_dict()))  # torch would round the state to bfloat16
+    for name in ("exp_avg", "moment", "mean_square"):
+        saved = optimizer.state[param][name]
+        assert torch.equal(restored.state[restored.param_groups[0]["params"][0]][name], saved), name
 
 
 def test_two_steps_of_momentum_and_ema_by_hand():

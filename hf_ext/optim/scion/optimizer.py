@@ -166,7 +166,9 @@ class Scion(torch.optim.Optimizer):
         lr: step size ``gamma`` (for ``constrained``, the fraction of the way to the LMO point, in [0, 1]).
         alpha: momentum weight of the new gradient in ``d <- (1 - alpha) d + alpha g``, in (0, 1].
         norm: one of ``spectral``, ``sign``, ``colnorm``, ``rms``, or ``auto`` (vectors ``rms``, matrices ``spectral``).
-        scale: the norm ball's radius (> 0).
+            Given a model, the norms are chosen by role and ``norm`` must stay ``auto``: pass groups to set it.
+        scale: the norm ball's radius (> 0); given a model, every role's (``scion_param_groups(model, scales)``
+            sets them one by one).
         constrained: the Frank-Wolfe variant ``x <- (1 - lr) x + lr scale lmo(d)``.
         ns_steps: Newton-Schulz steps of the spectral LMO.
     """
@@ -181,8 +183,6 @@ class Scion(torch.optim.Optimizer):
         constrained: bool = False,
         ns_steps: int = 5,
     ):
-        if isinstance(params, nn.Module):
-            params = scion_param_groups(params)
         defaults = {
             "lr": lr,
             "alpha": alpha,
@@ -192,14 +192,39 @@ class Scion(torch.optim.Optimizer):
             "ns_steps": ns_steps,
             "transposed": False,
         }
+        self._check_settings(defaults)
+        if isinstance(params, nn.Module):
+            if norm != "auto":
+                raise ValueError(
+                    f"Scion: given a model, the norms are chosen by role (embeddings 'colnorm', output head 'sign', "
+                    f"other matrices 'spectral', vectors 'rms'), so `norm` must be 'auto', got {norm!r}; pass "
+                    "parameter groups (scion_param_groups(model) edited, or your own) to choose norms"
+                )
+            params = scion_param_groups(params, scales=dict.fromkeys(NORMS, scale))
         super().__init__(params, defaults)
 
     def add_param_group(self, param_group: dict) -> None:
+        """torch's, then the group's checks; a refused group is not kept."""
         super().add_param_group(param_group)
-        self._check(self.param_groups[-1])
+        try:
+            self._check(self.param_groups[-1])
+        except ValueError:
+            self.param_groups.pop()
+            raise
+
+    @classmethod
+    def _check(cls, group: dict) -> None:
+        cls._check_settings(group)
+        for param in group["params"]:
+            if group["norm"] in MATRIX_NORMS and param.dim() < 2:
+                raise ValueError(
+                    f"Scion: norm {group['norm']!r} needs a matrix, got a parameter of shape {tuple(param.shape)}; "
+                    "use 'rms' or 'auto' for vectors"
+                )
 
     @staticmethod
-    def _check(group: dict) -> None:
+    def _check_settings(group: dict) -> None:
+        """The settings of a group (or the defaults), without its parameters."""
         for name in ("lr", "alpha", "scale", "ns_steps"):
             check_finite("Scion", name, group[name])
         if group["norm"] not in CHOICES:
@@ -213,12 +238,6 @@ class Scion(torch.optim.Optimizer):
             raise ValueError(f"Scion: `scale` must be > 0, got {group['scale']}")
         if not isinstance(group["ns_steps"], int) or group["ns_steps"] < 1:
             raise ValueError(f"Scion: `ns_steps` must be a positive integer, got {group['ns_steps']!r}")
-        for param in group["params"]:
-            if group["norm"] in MATRIX_NORMS and param.dim() < 2:
-                raise ValueError(
-                    f"Scion: norm {group['norm']!r} needs a matrix, got a parameter of shape {tuple(param.shape)}; "
-                    "use 'rms' or 'auto' for vectors"
-                )
 
     @staticmethod
     def _norm(group: dict, param: torch.Tensor):

@@ -159,6 +159,33 @@ def test_bad_arguments_are_refused_at_construction(kwargs, message):
         Scion([nn.Parameter(torch.ones(3))], **kwargs)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"norm": "spectal"}, r"`norm` must be one of \['spectral', 'sign', 'colnorm', 'rms', 'auto'\], got 'spectal'"),
+        ({"scale": -1.0}, "`scale` must be > 0, got -1.0"),
+        ({"norm": "spectral"}, "given a model, the norms are chosen by role .* `norm` must be 'auto', got 'spectral'"),
+    ],
+)
+def test_a_model_with_a_bad_or_ignored_setting_is_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):  # all three were silently ignored given a model
+        Scion(_untied_llama(), lr=0.02, **kwargs)
+
+
+def test_given_a_model_scale_is_every_roles_radius():
+    optimizer = Scion(_untied_llama(), lr=0.02, scale=3.0)
+    assert {group["norm"]: group["scale"] for group in optimizer.param_groups} == dict.fromkeys(
+        ("spectral", "sign", "colnorm", "rms"), 3.0
+    )
+
+
+def test_a_refused_group_is_not_kept():
+    optimizer = Scion([nn.Parameter(torch.ones(2, 2))])
+    with pytest.raises(ValueError, match="`alpha` must be in"):
+        optimizer.add_param_group({"params": [nn.Parameter(torch.ones(2))], "alpha": 2.0})
+    assert len(optimizer.param_groups) == 1
+
+
 def test_unknown_scale_names_are_refused():
     with pytest.raises(ValueError, match=r"`scales` keys must be among \['spectral', 'sign', 'colnorm', 'rms'\]"):
         scion_param_groups(_untied_llama(), {"head": 1.0})

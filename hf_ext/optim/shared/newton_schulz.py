@@ -5,8 +5,13 @@ The one copy in hf_ext: Scion's spectral LMO and anything else that orthogonaliz
 which acts on every singular value alone, after scaling ``G`` by its Frobenius norm so that all
 singular values start in ``(0, 1]``.
 
-- :data:`QUINTIC` (Muon's coefficients, 5 steps) pushes singular values into about ``[0.7, 1.2]``
-  fast: cheap and good enough for an optimizer's update.
+- :data:`QUINTIC` (Muon's coefficients, 5 steps) maps each singular value ``s`` of ``G / ||G||_F`` to
+  ``p(p(p(p(p(s)))))``: into ``[0.68, 1.21]`` when ``s >= 1.5e-3``, but to about ``a^5 s = 485 s`` below
+  that (``p``'s slope at 0 is ``a = 3.4445``), so directions that carry under ~0.15% of the gradient's
+  Frobenius norm stay short. Real gradients have them: after one backward of a 2-layer Llama (width 64),
+  the attention matrices' 5-step results had singular values down to 0.009 (their gradients' smallest
+  were 1.8e-5 of the norm), the MLP matrices' stayed within the band; Scion's steps showed 0.013.
+  Cheap and good enough for an optimizer's update, not an orthogonalization.
 - :data:`CUBIC` (``1.5 X - 0.5 X X^T X``) converges to exactly ``U V^T``, slowly for tiny singular
   values: for tests and for measuring norms.
 """

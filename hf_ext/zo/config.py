@@ -109,6 +109,14 @@ class AGZOConfig(ZOConfig):
     subspace_refresh_interval: int = field(
         default=1, metadata={"help": "Recompute the subspaces every this many optimizer steps (1: every step)."}
     )
+    share_subspaces: bool = field(
+        default=True,
+        metadata={
+            "help": "Layers fed the very same input tensor (q/k/v, gate/up) share one range finder and so one basis "
+            "(4 range finders per Llama block instead of 7). False gives each layer its own sketch; both were measured "
+            "side by side in docs/zo.md."
+        },
+    )
 
     def __post_init__(self):
         super().__post_init__()

@@ -155,12 +155,14 @@ class ZOPerturbation:
         return basis is not None and basis.shape[1] > 0
 
     def _capture(self, name: str, inputs: torch.Tensor) -> torch.Tensor:
-        """The basis of ``inputs``, shared with the previous layer when it was fed the same tensor.
+        """The basis of ``inputs``, shared with the previous layer when it was fed the same tensor
+        (``share_subspaces``, the default).
 
         Only the last input is remembered (the layers that share one are called one after another),
         by a weak reference, so no activation outlives its use.
         """
-        if self._last_capture is not None and self._last_capture[0]() is inputs:
+        shared = self.config.share_subspaces and self._last_capture is not None
+        if shared and self._last_capture[0]() is inputs:
             return self._last_capture[1]
         basis = activation_subspace(
             inputs.detach(),

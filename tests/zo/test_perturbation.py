@@ -43,6 +43,20 @@ def test_layers_fed_the_same_tensor_share_one_range_finder(monkeypatch):
     assert len(calls) == 4 and perturbation._last_capture is None
 
 
+def test_share_subspaces_false_gives_each_layer_its_own_range_finder(monkeypatch):
+    """The path before sharing, kept for the side-by-side measurement in docs/zo.md."""
+    calls = []
+    real = perturbation_module.activation_subspace
+    monkeypatch.setattr(perturbation_module, "activation_subspace", lambda *a: calls.append(1) or real(*a))
+    model = SharedInputs()
+    perturbation = ZOPerturbation(model, AGZOConfig(rank=2, share_subspaces=False))
+    with perturbation.perturbed(seed=1, scale=1e-3, capture_seed=7):
+        model(torch.randn(3, 4, 6))
+    assert len(calls) == 3
+    query, key = perturbation.subspaces["query"], perturbation.subspaces["key"]
+    assert query is not key and not torch.equal(query, key)  # the same activations, sketched with other seeds
+
+
 def test_agzo_leaves_a_layer_the_forward_never_calls_unperturbed(monkeypatch, make_two_layers, low_rank_batch):
     """Issue 43: such a layer had no subspace and step() raised KeyError; its gradient is exactly zero."""
     calls = []

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -157,3 +158,10 @@ def distributed_runs(torchrun, tmp_path_factory) -> DistributedRuns:
 def torchrun_two_processes(tmp_path, torchrun):
     """Run ``script tmp_path`` under ``torchrun --nproc_per_node=2`` on CPU; fails the test on a non-zero exit."""
     return lambda script: torchrun(script, str(tmp_path), cwd=tmp_path)
+
+
+@pytest.fixture(scope="session")
+def resume_check():
+    """``tests/_resume.py``: SIGKILL a run at a point, resume it in a new process, compare with the whole run's files
+    (``assert_resumes_identically``, ``module_command``, ``lines``)."""
+    return SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("_resume.py"))))

@@ -4,14 +4,15 @@
     hf-ext run grpo_sgd optimizers=sgd max_steps=20
 
 Trains a fresh copy of the model with each optimizer on the same prompts for the same number
-of steps and measures: held-out mean reward (greedy exact answer) before and after, the fraction
+of steps (the optimizer's ``optim``, ``optim_args``, ``weight_decay`` from ``hf_ext.rl.presets`` and its
+``*_learning_rate``; ``reward_weights`` from ``format_reward_weight``: these GRPOConfig fields are not
+settings here) and measures: held-out mean reward (greedy exact answer) before and after, the fraction
 of parameter entries changed (fp32 and bf16), optimizer-state bytes, and the size of a sparse
 delta checkpoint in each mode (exact; bf16-visible) vs a full one. Checkpoints, if
 ``save_strategy`` saves any, get a sparse delta in ``delta_mode``. Writes ``results.json`` and
 ``reward.png`` to ``output_dir``.
 """
 
-import dataclasses
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from hf_ext.evaluation import arithmetic_accuracy
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._settings import run_config, set_per_run
 from hf_ext.rl import SparseDeltaCallback, UpdateSparsityCallback, checked_reward, save_sparse_delta
 from hf_ext.rl.delta import MODES
 from hf_ext.rl.presets import DELTA_SETTINGS, LEARNING_RATES, OPTIMIZER_SETTINGS
@@ -83,6 +85,22 @@ class GRPOSGDArguments:
             raise ValueError(f"`format_reward_weight` must be >= 0, got {self.format_reward_weight}")
 
 
+@dataclass
+class GRPOSGDConfig(GRPOConfig):
+    """GRPOConfig less what each optimizer's run sets: its optimizer, learning rate and weight decay, and the
+    reward weights."""
+
+    optim: str = set_per_run(GRPOConfig, "optim", by="`optimizers` (hf_ext.rl.presets)")
+    optim_args: str | None = set_per_run(GRPOConfig, "optim_args", by="`optimizers` (hf_ext.rl.presets)")
+    weight_decay: float = set_per_run(GRPOConfig, "weight_decay", by="`optimizers` (hf_ext.rl.presets)")
+    learning_rate: float = set_per_run(GRPOConfig, "learning_rate", by="`sgd_learning_rate`/`adamw_learning_rate`")
+    reward_weights: list[float] | None = set_per_run(GRPOConfig, "reward_weights", by="`format_reward_weight`")
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        super().__post_init__()
+
+
 def _checkpoint_sizes(model, base_state) -> dict[str, float]:
     """Bytes of a sparse delta in each mode against the initial weights, and of a full safetensors checkpoint.
 
@@ -106,7 +124,7 @@ def _measure_checkpoint_sizes(model, base_state) -> dict[str, float]:
     return sizes
 
 
-def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: GRPOConfig, train, held_out) -> dict:
+def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: GRPOSGDConfig, train, held_out) -> dict:
     """Train a fresh copy of the model with one optimizer; returns rewards, sparsity and sizes."""
     set_seed(training_args.seed)
     model, tokenizer = load_causal_lm(script_args.model)
@@ -117,10 +135,11 @@ def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: 
         rewards.append(checked_reward(final_number_format_reward))
         weights.append(script_args.format_reward_weight)
     # GRPOConfig derives generation_batch_size from steps_per_generation and refuses both on a rebuild.
-    args = dataclasses.replace(
+    args = run_config(
+        GRPOConfig,
         training_args,
         generation_batch_size=None,
-        **OPTIMIZER_SETTINGS[optimizer],
+        **{"optim_args": None} | OPTIMIZER_SETTINGS[optimizer],
         learning_rate=getattr(script_args, f"{optimizer}_learning_rate"),
         reward_weights=weights,
         output_dir=str(Path(training_args.output_dir) / optimizer),
@@ -163,7 +182,7 @@ def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: 
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((GRPOSGDArguments, GRPOConfig))
+    return TrlParser((GRPOSGDArguments, GRPOSGDConfig))
 
 
 def main(argv: list[str] | None = None) -> dict:

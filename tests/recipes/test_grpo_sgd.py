@@ -5,7 +5,7 @@ from safetensors import safe_open
 
 from hf_ext.models import load_causal_lm
 from hf_ext.recipes import recipes_dir
-from hf_ext.recipes.grpo_sgd import main
+from hf_ext.recipes.grpo_sgd import main, parser
 
 TINY_RUN = ["--model", "tiny", "--num_train", "8", "--num_eval", "4", "--max_new_tokens", "4", "--max_steps", "2"]
 
@@ -15,8 +15,9 @@ def _config():
 
 
 def test_recipe_runs_sgd_and_adamw_and_reports_sparsity_state_and_sizes(tmp_path):
-    results = main(["--config", _config(), *TINY_RUN, "--format_reward_weight", "0.2", "--output_dir", str(tmp_path)])
-    assert set(results) == {"sgd", "adamw"}
+    flags = ["--format_reward_weight", "0.2", "--sgd_learning_rate", "0.05", "--output_dir", str(tmp_path)]
+    results = main(["--config", _config(), *TINY_RUN, *flags])
+    assert set(results) == {"sgd", "adamw"} and results["sgd"]["learning_rate"] == 0.05
     assert results["sgd"]["optimizer_state_bytes"] == 0 < results["adamw"]["optimizer_state_bytes"]
     for result in results.values():
         assert result["steps"] == 2 and 0 <= result["held_out_reward_after"] <= 1
@@ -40,6 +41,13 @@ def test_bf16_parameters_are_trained_and_saved_in_bf16_with_a_visible_delta_per_
     assert result["delta_changed_fraction_visible"] == result["delta_changed_fraction_exact"]
     with safe_open(str(tmp_path / "sgd" / "checkpoint-2" / "sparse_delta.safetensors"), "pt") as delta:
         assert delta.metadata()["mode"] == "visible"
+
+
+@pytest.mark.parametrize("setting", ["learning_rate", "optim_args", "weight_decay", "reward_weights"])
+def test_what_each_optimizer_run_sets_is_not_a_setting(setting):
+    """Issue 38: GRPOConfig's learning_rate, optim, ... were parsed and then replaced by each optimizer's."""
+    with pytest.raises(ValueError, match="not used by the HfArgumentParser"):
+        parser().parse_args_and_config(["--config", _config(), f"--{setting}", "1"])
 
 
 @pytest.mark.parametrize(

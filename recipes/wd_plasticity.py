@@ -39,6 +39,7 @@ from hf_ext.plasticity import (
     plot_sweep,
 )
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._settings import run_config, set_per_run
 
 
 @dataclass
@@ -81,9 +82,21 @@ class PlasticityArguments:
             raise ValueError(f"`weight_decays` must not repeat a value, got {self.weight_decays}")
 
 
+@dataclass
+class PretrainingArguments(TrainingArguments):
+    """TrainingArguments of the pretraining, less its weight decay: each base model's is one of ``weight_decays``
+    (the fine-tunings build their own from these, with the ``finetune_*`` and ``*_steps`` settings)."""
+
+    weight_decay: float = set_per_run(TrainingArguments, "weight_decay", by="PlasticityArguments' `weight_decays`")
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        super().__post_init__()
+
+
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((PlasticityArguments, TrainingArguments))
+    return TrlParser((PlasticityArguments, PretrainingArguments))
 
 
 def downstream_data(tokenizer, script_args: PlasticityArguments, seed: int) -> dict:
@@ -113,7 +126,7 @@ def pretraining_trainer(weight_decay, tokenizer, corpus, probe, script_args, tra
 
     The Trainer's own parameter grouping applies: norm weights and biases are not decayed.
     """
-    args = dataclasses.replace(training_args, weight_decay=weight_decay, output_dir=str(out / "pretraining"))
+    args = run_config(TrainingArguments, training_args, weight_decay=weight_decay, output_dir=str(out / "pretraining"))
     model = llama_from_scratch(
         tokenizer,
         script_args.hidden_size,
@@ -151,9 +164,10 @@ def _layer_mean(measurement: dict, name: str) -> float:
     return statistics.fmean(values)
 
 
-def finetuning_args(training_args: TrainingArguments, script_args: PlasticityArguments, out: Path, steps: int):
+def finetuning_args(training_args: PretrainingArguments, script_args: PlasticityArguments, out: Path, steps: int):
     """The same fine-tuning budget for every base model: no weight decay, linear decay after a short warmup."""
-    return dataclasses.replace(
+    return run_config(
+        TrainingArguments,
         training_args,
         output_dir=str(out),
         max_steps=steps,

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import pytest
@@ -33,6 +34,12 @@ def test_pretraining_decays_matrices_but_not_norms(tmp_path):
     assert trainer.args.weight_decay == 0.3
     assert kept and all("norm" in name for name in kept)
     assert {name for name, p in trainer.model.named_parameters() if p.dim() == 2} == decayed
+
+
+def test_the_pretraining_weight_decay_is_set_only_by_the_sweep(tmp_path):
+    """Issue 38: TrainingArguments' weight_decay was parsed, then replaced by each of weight_decays."""
+    _, training_args = parser().parse_args_and_config(_flags(tmp_path))
+    assert "weight_decay" not in {field.name for field in dataclasses.fields(training_args) if field.init}
 
 
 def test_the_trainer_grouping_also_leaves_biases_undecayed(training_args):

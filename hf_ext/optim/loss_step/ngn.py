@@ -27,7 +27,7 @@ class NGN(LossStepOptimizer):
     def __init__(self, params, lr: float = 1.0, momentum: float = 0.0, weight_decay: float = 0.0, norm: str = "global"):
         super().__init__(params, lr, momentum, weight_decay, norm)
 
-    def check_loss(self, loss: float) -> None:
+    def check_loss(self, loss: float, group: dict) -> None:
         if loss < 0:
             raise ValueError(f"NGN: the loss must be >= 0, got {loss} (add a constant that bounds it from below)")
 

@@ -21,6 +21,7 @@ class SPS(LossStepOptimizer):
         lr: the cap ``gamma_b`` on the step size (> 0); a scheduler scales it as usual.
         c: the Polyak constant (> 0; 0.5 in the convex theory, 0.2 in the paper's deep-learning runs).
         f_star: a lower bound of the loss (default 0); a loss below it raises ``ValueError``.
+            ``lr``, ``c``, ``f_star``, ``bound_growth``, ``momentum`` and ``weight_decay`` may differ per group.
         bound_growth: ``None`` for a constant cap, or ``tau > 1``: the cap is at most ``tau`` times the
             previous step size (the smoothed variant; a large ``lr`` then makes ``tau`` the only cap).
         momentum: heavy-ball ``beta`` in [0, 1) on the step (0: SPS_max itself).
@@ -40,21 +41,25 @@ class SPS(LossStepOptimizer):
         weight_decay: float = 0.0,
         norm: str = "global",
     ):
-        for name, value in (("c", c), ("f_star", f_star), ("bound_growth", bound_growth)):
-            check_finite("SPS", name, value)
-        if not c > 0:
-            raise ValueError(f"SPS: `c` must be > 0, got {c}")
-        if bound_growth is not None and not bound_growth > 1:
-            raise ValueError(f"SPS: `bound_growth` must be None or > 1, got {bound_growth}")
-        self.f_star, self.bound_growth = f_star, bound_growth
-        super().__init__(params, lr, momentum, weight_decay, norm, c=c)
+        super().__init__(params, lr, momentum, weight_decay, norm, c=c, f_star=f_star, bound_growth=bound_growth)
 
-    def check_loss(self, loss: float) -> None:
-        if loss < self.f_star:
-            raise ValueError(f"SPS: the loss {loss} is below `f_star` = {self.f_star}; `f_star` must bound the loss")
+    def check_group(self, group: dict) -> None:
+        super().check_group(group)
+        for name in ("c", "f_star", "bound_growth"):
+            check_finite("SPS", name, group[name])
+        if not group["c"] > 0:
+            raise ValueError(f"SPS: `c` must be > 0, got {group['c']}")
+        if group["bound_growth"] is not None and not group["bound_growth"] > 1:
+            raise ValueError(f"SPS: `bound_growth` must be None or > 1, got {group['bound_growth']}")
+
+    def check_loss(self, loss: float, group: dict) -> None:
+        if loss < group["f_star"]:
+            raise ValueError(
+                f"SPS: the loss {loss} is below `f_star` = {group['f_star']}; `f_star` must bound the loss"
+            )
 
     def step_size(self, loss: float, grad_sq: float, group: dict) -> float:
         bound = group["lr"]
-        if self.bound_growth is not None and group["steps"] > 0:
-            bound = min(bound, self.bound_growth * group["step_size"])
-        return min(ratio_or(loss - self.f_star, group["c"] * grad_sq, bound), bound)
+        if group["bound_growth"] is not None and self.last(group, "step", 0) > 0:
+            bound = min(bound, group["bound_growth"] * self.last(group, "step_size", 0.0))
+        return min(ratio_or(loss - group["f_star"], group["c"] * grad_sq, bound), bound)

@@ -1,6 +1,8 @@
 """SPS and NGN: the update rules against hand computation, momentum, weight decay, norms, state, bad input."""
 
+import copy
 import math
+import pickle
 
 import pytest
 import torch
@@ -102,7 +104,10 @@ def test_state_dict_round_trip_continues_identically(tmp_path):
     copy = torch.nn.Parameter(x.clone())
     restored = NGN([copy], lr=5.0)
     restored.load_state_dict(torch.load(tmp_path / "optimizer.pt"))
-    assert restored.param_groups[0]["steps"] == 2 and restored.param_groups[0]["lr"] == 1.0
+    saved = optimizer.state_dict()["state"][0]
+    assert saved["step"] == 2 and saved["step_size"] == optimizer.step_sizes()[0]  # counters in state, as torch's
+    assert restored.state[copy]["step"] == 2 and restored.param_groups[0]["lr"] == 1.0
+    assert "steps" not in restored.param_groups[0] and "step_size" not in restored.param_groups[0]
     assert restored.step_sizes() == optimizer.step_sizes()
     original = optimizer.param_groups[0]["params"][0]
     for opt, p in ((optimizer, original), (restored, copy)):
@@ -148,7 +153,7 @@ def test_unusable_loss_raises_and_leaves_the_parameters_untouched(optimizer, los
     opt.set_loss(torch.tensor(loss))
     with pytest.raises(error, match=message):
         opt.step()
-    assert torch.equal(p.detach(), torch.ones(2)) and opt.param_groups[0]["steps"] == 0
+    assert torch.equal(p.detach(), torch.ones(2)) and not opt.state[p]
 
 
 def test_step_without_a_loss_says_how_to_give_one():
@@ -161,12 +166,61 @@ def test_step_without_a_loss_says_how_to_give_one():
 @pytest.mark.parametrize("momentum", [0.0, 0.9])
 def test_torch_distributed_checkpoint_lays_out_a_fresh_optimizers_state(momentum):
     """get_optimizer_state_dict steps a fresh optimizer on zero gradients, with no loss, to lay out the state that a
-    checkpoint is then loaded into: that step moves nothing and creates the momentum buffers."""
+    checkpoint is then loaded into: that step moves nothing and creates the state (step 0 and the momentum buffers)."""
     model = torch.nn.Linear(3, 2)
     before = [p.detach().clone() for p in model.parameters()]
     optimizer = NGN(model.parameters(), lr=0.5, momentum=momentum)
     state = get_optimizer_state_dict(model, optimizer)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
-    buffers = [entry["momentum_buffer"] for entry in state["state"].values()]
+    buffers = [entry["momentum_buffer"] for entry in state["state"].values() if "momentum_buffer" in entry]
     assert len(buffers) == (2 if momentum else 0) and all(not b.any() for b in buffers)
-    assert optimizer.param_groups[0]["steps"] == 0
+    assert [(entry["step"], entry["step_size"]) for entry in state["state"].values()] == [(0, 0.0)] * 2
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs"), [(SPS, {"f_star": -1.0, "bound_growth": 2.0}), (NGN, {"norm": "per_group", "momentum": 0.5})]
+)
+@pytest.mark.parametrize(
+    "copier", [copy.deepcopy, lambda obj: pickle.loads(pickle.dumps(obj))], ids=["deepcopy", "pickle"]
+)
+def test_a_copy_keeps_every_setting_and_steps_identically(cls, kwargs, copier):
+    """torch pickles only defaults, state and param_groups: f_star, bound_growth and norm live there now (copies
+    raised AttributeError on 'f_star' and 'norm')."""
+    x, optimizer = _quadratic_step(cls, steps=2, lr=1.0, **kwargs)
+    param = optimizer.param_groups[0]["params"][0]
+    param_copy, optimizer_copy = copier((param, optimizer))
+    for p, opt in ((param, optimizer), (param_copy, optimizer_copy)):
+        opt.zero_grad()
+        loss = 0.5 * p.square().sum()
+        loss.backward()
+        opt.step(lambda loss=loss: loss)
+    assert torch.equal(param_copy, param) and optimizer_copy.defaults.items() >= optimizer.defaults.items()
+
+
+def test_f_star_and_bound_growth_are_per_group():
+    a, b = torch.nn.Parameter(torch.tensor(X0)), torch.nn.Parameter(torch.tensor([3.0]))
+    optimizer = SPS([{"params": [a], "f_star": 2.0}, {"params": [b]}], lr=10.0, c=0.5, norm="per_group")
+    loss = 0.5 * (a.square().sum() + b.square().sum())  # 7; ||g_a||^2 = 5, ||g_b||^2 = 9
+    loss.backward()
+    optimizer.step(lambda: loss)
+    assert optimizer.step_sizes() == [pytest.approx((7 - 2) / 2.5), pytest.approx(7 / 4.5)]
+    with pytest.raises(ValueError, match=r"SPS: the loss 0.5 is below `f_star` = 2.0"):
+        optimizer.step(lambda: torch.tensor(0.5))
+
+
+@pytest.mark.parametrize(
+    ("cls", "group", "message"),
+    [
+        (SPS, {"lr": -1.0}, r"SPS: `lr` must be > 0, got -1.0"),
+        (NGN, {"momentum": 1.5}, r"NGN: `momentum` must be in \[0, 1\), got 1.5"),
+        (NGN, {"weight_decay": float("nan")}, r"NGN: `weight_decay` must be a finite number, got nan"),
+        (SPS, {"c": 0.0}, r"SPS: `c` must be > 0, got 0.0"),
+        (SPS, {"f_star": float("inf")}, r"SPS: `f_star` must be a finite number, got inf"),
+        (SPS, {"norm": "per_group"}, r"SPS: `norm` is one setting for all groups \('global'\), got 'per_group'"),
+    ],
+)
+def test_an_added_group_is_checked_and_a_refused_one_not_kept(cls, group, message):
+    optimizer = cls([torch.nn.Parameter(torch.ones(2))])
+    with pytest.raises(ValueError, match=message):
+        optimizer.add_param_group({"params": [torch.nn.Parameter(torch.ones(1))], **group})
+    assert len(optimizer.param_groups) == 1

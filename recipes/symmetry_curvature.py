@@ -21,7 +21,8 @@ rule: permutations of each matrix's output units), a Shampoo-style baseline (our
 one-sided ``orthogonal x identity`` group: ``G (E[G^T G])^(-1/2)``) and ``torch.optim.Muon`` (+ AdamW):
 held-out loss and step time as a ratio to AdamW.
 
-Writes ``results.json``, ``accuracy.csv``, ``training.csv``, ``tradeoff.png`` and ``training.png``.
+The measurements of (a) live in :mod:`hf_ext.optim.symmetry_curvature.estimates`; this recipe picks the models,
+data and layers. Writes ``results.json``, ``accuracy.csv``, ``training.csv``, ``tradeoff.png`` and ``training.png``.
 """
 
 import dataclasses
@@ -36,7 +37,6 @@ import torch
 from accelerate import PartialState
 from sklearn.datasets import load_digits
 from torch import nn
-from torch.func import functional_call, hessian
 from tqdm.auto import tqdm
 from transformers import Trainer, TrainingArguments
 from trl import TrlParser
@@ -44,8 +44,17 @@ from trl import TrlParser
 from hf_ext._validation import check_finite_fields
 from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
-from hf_ext.optim import MuonWithAdamW, SymmetryCurvature, SymmetryGroup, symmetry_param_groups
-from hf_ext.optim.symmetry_curvature import GROUPS
+from hf_ext.optim import MuonWithAdamW, SymmetryCurvature, symmetry_param_groups
+from hf_ext.optim.symmetry_curvature import (
+    GROUPS,
+    CurvatureTask,
+    agreement,
+    exact_hessian,
+    gradients_and_kfac,
+    pretrain_with_secants,
+    psd_sqrt,
+    second_moment_estimates,
+)
 from hf_ext.plotting import plot_grouped_bars, plot_labelled_points
 from hf_ext.recipes._results import write_results, write_rows
 
@@ -150,14 +159,7 @@ def corpus(script_args: SymmetryCurvatureArguments):
     return tokenizer, blocks["train"].remove_columns("attention_mask"), held_out.remove_columns("attention_mask")
 
 
-class Task:
-    """A model, how to draw a seeded minibatch and its loss: what (a) needs from each model."""
-
-    def __init__(self, model, batches, loss):
-        self.model, self.batch, self.loss = model, batches, loss
-
-
-def mlp_task(script_args, data, seed: int) -> Task:
+def mlp_task(script_args, data, seed: int) -> CurvatureTask:
     generator = torch.Generator().manual_seed(seed)
 
     def batch(size: int = 32):
@@ -167,10 +169,10 @@ def mlp_task(script_args, data, seed: int) -> Task:
     def loss(model, inputs):
         return nn.functional.cross_entropy(model(inputs[0]), inputs[1])
 
-    return Task(mlp(script_args.mlp_hidden, seed), batch, loss)
+    return CurvatureTask(mlp(script_args.mlp_hidden, seed), batch, loss)
 
 
-def tiny_lm_task(script_args, tokenizer, train, seed: int) -> Task:
+def tiny_lm_task(script_args, tokenizer, train, seed: int) -> CurvatureTask:
     model = llama_from_scratch(
         tokenizer, script_args.tiny_lm_hidden, 1, 2, max_positions=script_args.seq_len, seed=seed
     )
@@ -184,103 +186,10 @@ def tiny_lm_task(script_args, tokenizer, train, seed: int) -> Task:
     def loss(model, inputs):
         return model(input_ids=inputs, labels=inputs).loss
 
-    return Task(model, batch, loss)
+    return CurvatureTask(model, batch, loss)
 
 
 # ---------------------------------------------------------------- (a) accuracy
-
-
-def _pretrain(task: Task, steps: int, names: list[str], keep: int) -> dict[str, torch.Tensor]:
-    """``steps`` AdamW steps; the weights ``names``' changes over the last ``keep`` steps (secant directions),
-    as columns of an ``(mn, keep)`` matrix each."""
-    optimizer = torch.optim.AdamW(task.model.parameters(), lr=1e-2)
-    weights = dict(task.model.named_parameters())
-    secants = {name: [] for name in names}
-    for step in range(steps):
-        before = {name: weights[name].detach().clone() for name in names} if step >= steps - keep else None
-        optimizer.zero_grad()
-        task.loss(task.model, task.batch()).backward()
-        optimizer.step()
-        for name in names if before else ():
-            secants[name].append((weights[name].detach() - before[name]).flatten().double())
-    return {name: torch.stack(columns, dim=1) for name, columns in secants.items()}
-
-
-def _with(task: Task, params: dict):
-    """The task's model as a function with ``params`` replaced (``functional_call``), for ``torch.func``."""
-    return lambda *args, **kwargs: functional_call(task.model, params, args, kwargs)
-
-
-def exact_hessian(task: Task, name: str, inputs) -> torch.Tensor:
-    """The Hessian of the loss on ``inputs`` with respect to the weight ``name`` alone, as ``(mn, mn)``."""
-    weight = dict(task.model.named_parameters())[name].detach()
-    h = hessian(lambda w: task.loss(_with(task, {name: w}), inputs))(weight)
-    return h.reshape(weight.numel(), weight.numel()).double()
-
-
-def gradients_and_kfac(task: Task, name: str, batches: int):
-    """``batches`` minibatch gradients of the weight ``name`` (out, in), and the KFAC factors of its layer:
-    ``E[d d^T]`` over the layer's output gradients and ``E[a a^T]`` over its inputs (every sample and token)."""
-    weight = dict(task.model.named_parameters())[name]
-    layer = task.model.get_submodule(name.rpartition(".")[0])
-    inputs, grads = [], []
-
-    def keep(module, args, output):
-        inputs.append(args[0].detach().reshape(-1, args[0].shape[-1]))
-        output.register_hook(lambda g: grads.append(g.detach().reshape(-1, g.shape[-1])))
-
-    handle = layer.register_forward_hook(keep)
-    gradients = []
-    try:
-        for _ in range(batches):
-            task.model.zero_grad()
-            task.loss(task.model, task.batch()).backward()
-            gradients.append(weight.grad.detach().double().clone())
-    finally:
-        handle.remove()
-    a, d = torch.cat(inputs).double(), torch.cat(grads).double()
-    return gradients, d.T @ d / len(d), a.T @ a / len(a)
-
-
-def _psd_sqrt(matrix: torch.Tensor) -> torch.Tensor:
-    values, vectors = torch.linalg.eigh(matrix)
-    return (vectors * values.clamp(min=0).sqrt()) @ vectors.T
-
-
-def estimates(gradients: list[torch.Tensor], kfac: tuple, groups: list[str]) -> dict[str, tuple[torch.Tensor, int]]:
-    """Each estimate of the gradient second moment as a dense ``(mn, mn)`` matrix, with the numbers it stores."""
-    m, n = gradients[0].shape
-    mean = lambda items: sum(items) / len(items)  # noqa: E731
-    full = mean([torch.outer(g.flatten(), g.flatten()) for g in gradients])
-    left, right = mean([g @ g.T for g in gradients]), mean([g.T @ g for g in gradients])
-    kron_storage = m * (m + 1) // 2 + n * (n + 1) // 2
-    out = {
-        "full": (full, m * n * (m * n + 1) // 2),
-        "kfac_style": (torch.kron(*kfac), kron_storage),
-        "shampoo_style": (torch.kron(_psd_sqrt(left), _psd_sqrt(right)), kron_storage),
-    }
-    for spec in groups:
-        group = SymmetryGroup(*spec.split(":"))
-        out[spec] = (group.dense(mean([group.second_moment(g) for g in gradients]), m, n), group.storage(m, n))
-    return out
-
-
-def agreement(estimate: torch.Tensor, exact: torch.Tensor, directions: torch.Tensor, secants: torch.Tensor) -> dict:
-    """Frobenius cosine, relative error after the best rescaling, mean cosine of the actions on random
-    ``directions`` and on ``secants`` (columns)."""
-    inner = (estimate * exact).sum()
-    cosine = inner / (estimate.norm() * exact.norm()).clamp(min=1e-300)
-    scale = inner / (estimate * estimate).sum().clamp(min=1e-300)
-
-    def actions(u):
-        return nn.functional.cosine_similarity(estimate @ u, exact @ u, dim=0).mean().item()
-
-    return {
-        "cosine": cosine.item(),
-        "relative_error": ((scale * estimate - exact).norm() / exact.norm()).item(),
-        "action_cosine": actions(directions),
-        "secant_cosine": actions(secants),
-    }
 
 
 def accuracy(script_args: SymmetryCurvatureArguments, lm_data, seed: int) -> list[dict]:
@@ -298,14 +207,15 @@ def accuracy(script_args: SymmetryCurvatureArguments, lm_data, seed: int) -> lis
     ]
     rows = []
     for task, names, held, model_name in cases:
-        secants = _pretrain(task, script_args.pretrain_steps, names, script_args.probe_directions)
+        secants = pretrain_with_secants(task, script_args.pretrain_steps, names, script_args.probe_directions)
         for name in names:
             exact = exact_hessian(task, name, held)
             gradients, *kfac = gradients_and_kfac(task, name, script_args.gradient_batches)
             generator = torch.Generator().manual_seed(seed)
             directions = torch.randn(exact.shape[0], script_args.probe_directions, generator=generator).double()
-            for label, (second_moment, storage) in estimates(gradients, kfac, script_args.accuracy_groups).items():
-                for power, matrix in (("H=S^1/2", _psd_sqrt(second_moment)), ("S", second_moment)):
+            groups = script_args.accuracy_groups
+            for label, (second_moment, storage) in second_moment_estimates(gradients, kfac, groups).items():
+                for power, matrix in (("H=S^1/2", psd_sqrt(second_moment)), ("S", second_moment)):
                     row = {"model": model_name, "layer": name, "shape": list(gradients[0].shape), "seed": seed}
                     row |= {"estimate": label, "power": power, "storage": storage}
                     rows.append(row | agreement(matrix, exact, directions, secants[name]))

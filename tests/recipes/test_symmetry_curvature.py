@@ -2,16 +2,9 @@ import csv
 import json
 
 import pytest
-import torch
 
 from hf_ext.recipes import shipped_config
-from hf_ext.recipes.symmetry_curvature import (
-    SymmetryCurvatureArguments,
-    agreement,
-    estimates,
-    main,
-    parser,
-)
+from hf_ext.recipes.symmetry_curvature import SymmetryCurvatureArguments, main, parser
 
 
 def _flags(tmp_path, *extra, config="symmetry_curvature"):
@@ -24,37 +17,6 @@ def test_the_shipped_config_parses_and_the_quick_one_shrinks_it(tmp_path):
     assert training_args.lr_scheduler_type == "constant"
     quick, _ = parser().parse_args_and_config(_flags(tmp_path, "--lm_steps", "2", config="symmetry_curvature_quick"))
     assert quick.seeds == [0] and quick.lm_steps == 2  # a setting given with the quick config wins
-
-
-def test_agreement_is_one_for_a_multiple_and_scale_free():
-    exact = torch.diag(torch.tensor([3.0, 1.0, -1.0], dtype=torch.float64))
-    directions = torch.randn(3, 5, generator=torch.Generator().manual_seed(0)).double()
-    same = agreement(2.0 * exact, exact, directions, directions[:, :2])
-    assert same["cosine"] == pytest.approx(1.0) and same["action_cosine"] == pytest.approx(1.0)
-    assert same["secant_cosine"] == pytest.approx(1.0)
-    assert same["relative_error"] == pytest.approx(0.0, abs=1e-12)
-    secant = torch.tensor([[1.0], [0.0], [1.0]], dtype=torch.float64)  # H s = (3, 0, -1): cos with s is 2 / (2 10)^0.5
-    identity = agreement(torch.eye(3, dtype=torch.float64), exact, directions, secant)
-    assert identity["secant_cosine"] == pytest.approx(2 / 20**0.5)
-    assert identity["cosine"] == pytest.approx(3 / (3**0.5 * 11**0.5))  # <I, H> / (|I| |H|)
-    assert identity["relative_error"] == pytest.approx((1 - identity["cosine"] ** 2) ** 0.5)
-
-
-def test_estimates_have_the_stated_storage_and_kronecker_baselines():
-    gradients = [torch.randn(3, 4, generator=torch.Generator().manual_seed(s)).double() for s in range(5)]
-    kfac = (torch.eye(3, dtype=torch.float64), 2 * torch.eye(4, dtype=torch.float64))
-    out = estimates(gradients, kfac, ["permutation:identity", "scaling:scaling"])
-    full = sum(torch.outer(g.flatten(), g.flatten()) for g in gradients) / 5
-    torch.testing.assert_close(out["full"][0], full)
-    torch.testing.assert_close(out["kfac_style"][0], 2 * torch.eye(12, dtype=torch.float64))
-    torch.testing.assert_close(out["scaling:scaling"][0], torch.diag(full.diagonal()))
-    assert {k: v[1] for k, v in out.items()} == {
-        "full": 78,
-        "kfac_style": 16,
-        "shampoo_style": 16,
-        "permutation:identity": 20,
-        "scaling:scaling": 12,
-    }
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,15 @@
 
 import torch
 
+from ._sharded import local
+
 
 def split_tied(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The tensors of ``state`` under their first name, and ``{other name: first name}`` for the tied rest."""
     owners, unique, aliases = {}, {}, {}
     for name, tensor in state.items():
-        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        part = local(tensor)  # a DTensor has no storage; tied ones share their local shard's
+        key = (part.untyped_storage().data_ptr(), part.storage_offset(), tuple(tensor.shape))
         if key in owners:
             aliases[name] = owners[key]
         else:

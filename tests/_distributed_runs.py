@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import torch
+from accelerate.utils import patch_environment
 from datasets import Dataset
 from torch.distributed.tensor import DTensor
 from transformers import Trainer, TrainingArguments
@@ -99,10 +100,68 @@ def preference_run(algorithm: str, output_dir) -> dict:
     }
 
 
+def length_reward(completions, **kwargs):
+    """Varies within each group, so that GRPO's advantages, and the gradient, are not zero."""
+    return [float(len(c[0]["content"]) % 7) for c in completions]
+
+
+def grpo_sgd(output_dir) -> dict:
+    """TRL's GRPOTrainer with the SGD preset, the sparsity callbacks and the preset's delta checkpoint at step 3."""
+    from trl import GRPOTrainer
+
+    from hf_ext.data import arithmetic_dataset
+    from hf_ext.rl import UpdateSparsityCallback, grpo_delta_callback, sgd_grpo_config
+
+    model, tokenizer = tiny_causal_lm(seed=0)
+    # Block checksums of 100 entries: blocks that straddle two ranks' shards.
+    sparsity, blocks = UpdateSparsityCallback(), UpdateSparsityCallback(snapshot="block_hash", block_size=100)
+    settings = cpu_settings(output_dir, save_strategy="steps", save_steps=3, learning_rate=1e-2)
+    args = sgd_grpo_config(**settings | {"per_device_train_batch_size": 8 // world_size(), "max_completion_length": 8})
+    data = arithmetic_dataset(16)
+    callbacks = [sparsity, blocks, grpo_delta_callback()]
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=length_reward,
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+    trainer.train()
+    checksums = {name: sums.cpu() for name, sums in blocks.initial.items()}
+    return result(trainer) | {"sparsity": sparsity.history, "block_sparsity": blocks.history, "checksums": checksums}
+
+
+def grpo_sgd_replicated(output_dir) -> dict:
+    """``grpo_sgd`` on the same processes without sharding (DDP): the same completions, which sampling draws per
+    process, so that one process could not be compared."""
+    with patch_environment(accelerate_use_fsdp="false"):
+        return grpo_sgd(output_dir)
+
+
+def delta_onto_sharded(output_dir) -> dict:
+    """The replicated GRPO run's delta checkpoint applied to the initial model sharded by FSDP2 (after that run)."""
+    from torch.distributed.fsdp import fully_shard
+
+    from hf_ext.rl import apply_sparse_delta
+    from hf_ext.rl.delta import DELTA_FILE
+
+    model, _ = tiny_causal_lm(seed=0)
+    for layer in model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    apply_sparse_delta(model, Path(output_dir).parent / "grpo_sgd_replicated" / "checkpoint-3" / DELTA_FILE)
+    whole = {name: p.full_tensor() for name, p in model.named_parameters()}
+    return {"params": {name: p.detach().cpu().clone() for name, p in whole.items()}}
+
+
 RUNS = {
     "adamw": adamw,
     "dpo": lambda output_dir: preference_run("dpo", output_dir),
     "simpo": lambda output_dir: preference_run("simpo", output_dir),
+    "grpo_sgd": grpo_sgd,
+    "grpo_sgd_replicated": grpo_sgd_replicated,
+    "delta_onto_sharded": delta_onto_sharded,
 }
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@ sees: the entries whose rounded value changed, rounded; applied to the base roun
 it restores the bf16 model bit-exactly. A tensor in which most entries changed is stored whole,
 so a delta is never much larger than a full checkpoint. Each delta records its mode, its dtype
 and a fingerprint of every base tensor (as rounded): a different base is refused, naming the tensor.
+
+Sharded models (FSDP2 ``DTensor`` parameters) work on every rank: a delta holds whole tensors, their
+entries numbered as in the unsharded tensor and their fingerprints taken of the whole tensor, so a
+delta saved from a sharded run applies to an unsharded model and the reverse. Saving gathers one
+tensor at a time and writes from rank 0; applying writes into each rank's own shard.
 """
 
 import hashlib
@@ -15,10 +20,13 @@ import warnings
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from safetensors.torch import save_file
+from torch.distributed.tensor import DTensor
 from transformers import TrainerCallback
 
 from .._files import open_safetensors
+from .._sharded import local, sharding
 from .._tied import split_tied
 
 FORMAT = "hf_ext.sparse_delta/2"
@@ -34,6 +42,27 @@ def bit_pattern(tensor: torch.Tensor) -> torch.Tensor:
     """The tensor's raw bit patterns, so that comparisons are exact (NaN == NaN, -0.0 != 0.0)."""
     tensor = tensor.detach().contiguous()
     return tensor.view(_BITS[tensor.element_size()]) if tensor.is_floating_point() else tensor
+
+
+def whole(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` entire: a ``DTensor``'s shards gathered (every rank of its mesh calls this), else ``tensor``."""
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+
+def flat_shard(tensor: torch.Tensor, name: str = "a tensor") -> tuple[torch.Tensor, int, dist.ProcessGroup | None]:
+    """This rank's entries of ``tensor`` in flat order, the whole tensor's flat index of the first one, and the group
+    that holds the rest (``None``: this rank holds them all).
+
+    A ``DTensor`` sharded along dimension 0 (FSDP2's layout) holds a contiguous run of the flat order;
+    other layouts raise ``ValueError`` naming ``name``.
+    """
+    layout = sharding(tensor, name)
+    if layout is None:
+        return local(tensor).reshape(-1), 0, None
+    if layout.dim != 0:
+        raise ValueError(f"{name} is sharded along dimension {layout.dim}; sparse deltas need dimension 0 (FSDP2's)")
+    row = tensor.numel() // max(tensor.shape[0], 1)
+    return local(tensor).view(-1), sum(layout.sizes[: layout.rank]) * row, layout.group
 
 
 def _feed(digest, prefix: str, tensor: torch.Tensor) -> None:
@@ -80,6 +109,10 @@ def _state(model_or_state) -> dict[str, torch.Tensor]:
     return model_or_state if isinstance(model_or_state, dict) else model_or_state.state_dict()
 
 
+def _is_sharded(state: dict[str, torch.Tensor]) -> bool:
+    return any(isinstance(tensor, DTensor) for tensor in state.values())
+
+
 def changed_entries(current: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
     """Flat indices of the entries whose bits differ between ``current`` and ``base``."""
     return (bit_pattern(current).flatten() != bit_pattern(base).to(current.device).flatten()).nonzero().squeeze(1)
@@ -109,6 +142,7 @@ def save_sparse_delta(model, base, path: str | Path, mode: str = "exact", dtype=
     ``changed`` and ``total`` entries, the file's ``bytes`` and ``full_bytes``, the tensor bytes of a
     full checkpoint of ``model``. Raises if the two do not have the same tensors, or if a changed
     value is NaN/inf; warns if an exact delta is over half a full checkpoint (``warn=False``: never).
+    A sharded ``model`` or ``base`` is saved by every rank together, written by rank 0.
     """
     dtype = delta_dtype("save_sparse_delta", mode, dtype)
     current, reference = _state(model), _state(base)
@@ -123,7 +157,7 @@ def save_sparse_delta(model, base, path: str | Path, mode: str = "exact", dtype=
                 f"save_sparse_delta: {name!r} is {tuple(tensor.shape)} {tensor.dtype} in `model` but "
                 f"{tuple(reference[name].shape)} {reference[name].dtype} in `base`"
             )
-        new, old = _rounded(tensor, dtype), _rounded(reference[name], dtype)
+        new, old = _rounded(whole(tensor), dtype), _rounded(whole(reference[name]), dtype)
         fingerprints[name] = tensor_fingerprint(old)
         indices = changed_entries(new, old)
         total += tensor.numel()
@@ -150,9 +184,16 @@ def save_sparse_delta(model, base, path: str | Path, mode: str = "exact", dtype=
     if dtype is not None:
         metadata["dtype"] = str(dtype).removeprefix("torch.")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path), metadata=metadata)
-    counts = {"changed": changed, "total": total, "bytes": path.stat().st_size, "full_bytes": full_bytes}
+    counts = {"changed": changed, "total": total, "bytes": 0, "full_bytes": full_bytes}
+    sharded = _is_sharded(current) or _is_sharded(reference)
+    if not sharded or dist.get_rank() == 0:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_file(tensors, str(path), metadata=metadata)
+        counts["bytes"] = path.stat().st_size
+    if sharded:  # every rank returns the writer's counts
+        shared = [counts]
+        dist.broadcast_object_list(shared, src=0)
+        counts = shared[0]
     if warn:
         _warn_if_large(counts, mode)
     return counts
@@ -162,7 +203,7 @@ def _check_base(state: dict[str, torch.Tensor], metadata: dict[str, str], dtype:
     """Refuse a base other than the one the delta was saved against, naming the first tensors that differ."""
     prefix = "apply_sparse_delta: `base` does not match the model the delta was saved against"
     if metadata["format"] == LEGACY_FORMAT:
-        fingerprint = state_fingerprint(state)
+        fingerprint = state_fingerprint({name: whole(tensor) for name, tensor in state.items()})
         if fingerprint != metadata["base_fingerprint"]:
             raise ValueError(f"{prefix} (fingerprint {fingerprint[:12]} != {metadata['base_fingerprint'][:12]})")
         return
@@ -171,7 +212,7 @@ def _check_base(state: dict[str, torch.Tensor], metadata: dict[str, str], dtype:
     if missing_or_extra:
         raise ValueError(f"{prefix}: different tensors, e.g. {missing_or_extra[:5]}")
     rounding = "" if dtype is None else f" rounded to {dtype}"
-    differing = [name for name, f in fingerprints.items() if tensor_fingerprint(_rounded(state[name], dtype)) != f]
+    differing = [n for n, f in fingerprints.items() if tensor_fingerprint(_rounded(whole(state[n]), dtype)) != f]
     if differing:
         raise ValueError(f"{prefix}: {differing[:5]} differ{rounding} ({len(differing)} of {len(fingerprints)})")
 
@@ -184,7 +225,8 @@ def apply_sparse_delta(base, path: str | Path, mode: str | None = None, dtype=No
     ``dtype``-rounded trained model bit-exactly. ``mode``/``dtype``, if given, must be what the delta
     was saved with. Refuses, before touching anything, a ``base`` that differs from the one the
     delta was saved against (as rounded), and a file that is missing, truncated or not a sparse
-    delta. Deltas written before modes existed load as exact.
+    delta. Deltas written before modes existed load as exact. A sharded ``base`` is updated by every
+    rank together, each writing its own shard.
     """
     with open_safetensors(path, "apply_sparse_delta") as handle:
         metadata = handle.metadata() or {}
@@ -211,13 +253,15 @@ def apply_sparse_delta(base, path: str | Path, mode: str | None = None, dtype=No
     with torch.no_grad():
         for key, stored in tensors.items():
             name, kind = key.rsplit("::", 1)
-            target = state[name]
+            entries, start, _ = flat_shard(state[name], repr(name))
             if kind == "dense":
-                target.copy_(stored)
+                entries.copy_(stored.view(-1)[start : start + entries.numel()])
             elif kind == "indices":
-                target.view(-1)[stored.to(target.device, torch.int64)] = tensors[f"{name}::values"].to(target.device)
+                indices = stored.to(torch.int64) - start
+                here = (indices >= 0) & (indices < entries.numel())
+                entries[indices[here].to(entries.device)] = tensors[f"{name}::values"][here].to(entries.device)
         for alias, owner in json.loads(metadata["aliases"]).items():
-            if state[alias].data_ptr() != state[owner].data_ptr():  # not tied in this base: copy
+            if local(state[alias]).data_ptr() != local(state[owner]).data_ptr():  # not tied in this base: copy
                 state[alias].copy_(state[owner])
     return base
 
@@ -226,9 +270,9 @@ class SparseDeltaCallback(TrainerCallback):
     """Writes ``sparse_delta.safetensors`` into each checkpoint, against ``base``.
 
     ``base`` (a model or state dict) defaults to a CPU copy of the model taken when training
-    starts; pass the original base explicitly when resuming from a checkpoint. ``mode`` and
-    ``dtype`` are ``save_sparse_delta``'s; an exact delta over half a full checkpoint is warned
-    about once per run.
+    starts (this rank's shards, for a sharded model); pass the original base explicitly when resuming
+    from a checkpoint. ``mode`` and ``dtype`` are ``save_sparse_delta``'s; an exact delta over half a
+    full checkpoint is warned about once per run.
     """
 
     def __init__(self, base=None, mode: str = "exact", dtype=None):
@@ -242,7 +286,7 @@ class SparseDeltaCallback(TrainerCallback):
             self.base = {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
 
     def on_save(self, args, state, control, model=None, **kwargs):
-        if state.is_world_process_zero:
+        if state.is_world_process_zero or _is_sharded(self.base):  # a sharded model is gathered by every rank
             checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             counts = save_sparse_delta(model, self.base, checkpoint / DELTA_FILE, self.mode, self.dtype, warn=False)
             self._warned = self._warned or _warn_if_large(counts, self.mode)

@@ -5,17 +5,23 @@ callback compares the model against a snapshot taken at train start and logs the
 fraction in the parameters' own dtype, and the fraction whose change is large enough to
 survive in bf16 (which tells whether bf16 rounding is why small updates vanish), plus the
 optimizer's state bytes.
+
+On a sharded model (FSDP2) every count is over whole tensors: each rank counts its own shards, the
+counts are summed across ranks, and block checksums cover the unsharded tensor's blocks, so the
+metrics are those of one process.
 """
 
 import re
 from collections import defaultdict
 
 import torch
+import torch.distributed as dist
 from transformers import TrainerCallback
 
+from .._sharded import shard_group, sharding, sum_across
 from .._trainer_logs import add_to_logs
 from .._validation import check_finite
-from .delta import bit_pattern, changed_entries
+from .delta import bit_pattern, changed_entries, flat_shard
 
 SNAPSHOTS = ("cpu", "device", "block_hash")
 _LAYER_INDEX = re.compile(r"\.\d+\.")
@@ -30,12 +36,15 @@ def block_checksums(tensor: torch.Tensor, block_size: int) -> torch.Tensor:
     """One int64 checksum per ``block_size`` entries; any single-entry change alters its block's sum.
 
     The sum weights each entry's bit pattern by a distinct odd number (arithmetic wraps modulo
-    2^64), so a change of one entry can never cancel out.
+    2^64), so a change of one entry can never cancel out. The blocks are the whole tensor's: a
+    sharded tensor's ranks each add their entries' terms and sum them across ranks (every rank calls this).
     """
-    bits = bit_pattern(tensor).flatten().to(torch.int64)
-    padded = torch.nn.functional.pad(bits, (0, -bits.numel() % block_size)).view(-1, block_size)
-    weights = torch.arange(1, 2 * block_size, 2, device=bits.device, dtype=torch.int64)
-    return (padded * weights).sum(1)
+    entries, start, group = flat_shard(tensor)
+    bits = bit_pattern(entries).to(torch.int64)
+    position = torch.arange(start, start + bits.numel(), device=bits.device)
+    sums = torch.zeros(-(-tensor.numel() // block_size), dtype=torch.int64, device=bits.device)
+    sums.index_add_(0, position // block_size, bits * (2 * (position % block_size) + 1))
+    return sum_across(sums, group)
 
 
 def visible_in_bf16(current: torch.Tensor, initial: torch.Tensor) -> torch.Tensor:
@@ -94,29 +103,40 @@ class UpdateSparsityCallback(TrainerCallback):
     def _keep(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.snapshot == "block_hash":
             return block_checksums(tensor, self.block_size)
-        return tensor.detach().to("cpu" if self.snapshot == "cpu" else tensor.device, copy=True)
+        entries = flat_shard(tensor)[0].detach()
+        return entries.to("cpu" if self.snapshot == "cpu" else entries.device, copy=True)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if not self.initial:
             self.initial = {name: self._keep(param) for name, param in model.named_parameters()}
 
     def measure(self, model, optimizer=None) -> dict[str, float]:
-        """The ``sparsity/*`` metrics of ``model`` against the snapshot."""
-        changed, total = defaultdict(int), defaultdict(int)
-        changed_bf16 = 0
+        """The ``sparsity/*`` metrics of ``model`` against the snapshot (every rank calls this for a sharded model)."""
+        params = list(model.named_parameters())
+        ranks = shard_group((param for _, param in params), "UpdateSparsityCallback")
+        # Tensors whole on every rank (and block checksums, always whole) are counted by one rank only.
+        whole_counted_here = ranks is None or dist.get_rank(ranks) == 0
+        groups = sorted({module_type(name) for name, _ in params})
+        # Per module type, then bf16-visible overall; next to the parameters, where the collectives run.
+        changed = torch.zeros(len(groups) + 1, dtype=torch.float64, device=params[0][1].device if params else None)
+        total = defaultdict(int)
         with torch.no_grad():
-            for name, param in model.named_parameters():
-                group = module_type(name)
+            for name, param in params:
+                group = groups.index(module_type(name))
                 if self.snapshot == "block_hash":
                     now = block_checksums(param, self.block_size)
-                    changed[group] += int((now != self.initial[name]).sum())
-                    total[group] += now.numel()
+                    changed[group] += int((now != self.initial[name]).sum()) if whole_counted_here else 0
+                    total[groups[group]] += now.numel()
                     continue
-                initial = self.initial[name]
-                changed[group] += changed_entries(param, initial).numel()
-                total[group] += param.numel()
+                total[groups[group]] += param.numel()
+                if not (whole_counted_here or sharding(param) is not None):
+                    continue
+                entries, initial = flat_shard(param)[0], self.initial[name]
+                changed[group] += changed_entries(entries, initial).numel()
                 if param.is_floating_point():
-                    changed_bf16 += int(visible_in_bf16(param, initial.to(param.device)).sum())
+                    changed[-1] += int(visible_in_bf16(entries, initial.to(entries.device)).sum())
+        changed = sum_across(changed, ranks).tolist()
+        changed, changed_bf16 = dict(zip(groups, changed[:-1], strict=True)), changed[-1]
         unit = "block" if self.snapshot == "block_hash" else "entry"
         all_changed, all_total = sum(changed.values()), sum(total.values())
         metrics = {f"sparsity/changed_{unit}_fraction": all_changed / all_total}

@@ -70,3 +70,21 @@ def test_two_cpu_processes_share_the_runs_out(tmp_path, run_on_two_processes):
     assert stdout.count("dtlz2/preferential: final gap") == 1  # the summary printed once
     for method in ("preferential", "random"):
         assert (tmp_path / "transcripts" / "dtlz2" / method / "seed_0.jsonl").is_file()
+
+
+def test_a_run_sigkilled_mid_way_and_resumed_in_a_new_process_ends_as_the_uninterrupted_one(tmp_path, resume_check):
+    """Issue 37: PairwiseGP drew its start from the process's global NumPy state, so a resume replayed other points.
+
+    Preferential BO (the simulated decision maker, no LLM), killed once round 1's points are in the transcript.
+    """
+    flags = ["--config", str(shipped_config("lilo_quick")), "--methods", "preferential", "--rounds", "3"]
+    transcript = "transcripts/dtlz2/preferential/seed_0.jsonl"
+
+    def round_1_done(folder):
+        path = folder / transcript
+        return path.is_file() and b'"key": "evaluation:5"' in path.read_bytes()
+
+    outputs = resume_check.assert_resumes_identically(
+        resume_check.module_command("hf_ext.recipes.lilo", *flags), round_1_done, tmp_path, ignored_keys={"seconds"}
+    )
+    assert outputs[transcript].count(b'"kind": "evaluation"') == 4 + 3 * 2

@@ -16,7 +16,8 @@ It also measures the variance of the two training signals directly: gradients of
 same weights.
 
 Writes ``runs.csv`` (one row per seed, problem, evaluation set and method: mean value, gap to the reference,
-seconds), ``results.json`` (rows, summary, signal variances, training curves), ``cam_gap.png`` and
+seconds), ``results.json`` (rows, summary, signal variances, training curves, the rollouts' chain diagnostics over
+the last tenth of training), ``cam_gap.png`` and
 ``cam_training.png`` to ``output_dir``.
 """
 
@@ -199,10 +200,11 @@ def run_job(problem: str, seed: int, config: CAMSolverConfig, args: CAMArguments
     low, high = args.train_nodes
     family = "er" if problem == "mis" else "ba"
     train_set = instances(family, low, high, args.train_graphs, args, seed)
-    models, curves = {}, {}
+    models, curves, diagnostics = {}, {}, {}
     for method in ("cam", "reinforce"):
         models[method], history = train(solver(method), train_set, progress=False)
         curves[method] = [(h["step"], h["energy_per_node"]) for h in history]
+        diagnostics[method] = final_diagnostics(history)
     initial = initial_model(solver("cam"))
     probe = train_set[: config.graphs_per_step]
     variance = {
@@ -229,6 +231,18 @@ def run_job(problem: str, seed: int, config: CAMSolverConfig, args: CAMArguments
         "rows": rows,
         "variance": {"seed": seed, "problem": problem} | variance,
         "curves": {"seed": seed, "problem": problem} | curves,
+        "diagnostics": {"seed": seed, "problem": problem} | diagnostics,
+    }
+
+
+def final_diagnostics(history: list[dict], fraction: float = 0.1) -> dict:
+    """The rollouts' :func:`chain_diagnostics` at the end of training: their mean over the last ``fraction`` of the
+    steps (per-step lists element by element)."""
+    window = history[-max(1, round(fraction * len(history))) :]
+    return {
+        key: np.mean([h[key] for h in window], axis=0).tolist()
+        for key in window[0]
+        if key not in ("step", "loss")
     }
 
 
@@ -263,6 +277,7 @@ def main(argv: list[str] | None = None) -> dict:
         "rows": rows,
         "signal_variance": [job["variance"] for job in done],
         "training_curves": [job["curves"] for job in done],
+        "chain_diagnostics": [job["diagnostics"] for job in done],
         "args": asdict(args),
         "config": shared_settings(config),
     }

@@ -31,6 +31,8 @@ def test_quick_run_on_two_processes_writes_rows_variances_and_plots(tmp_path, to
     assert {"cam@init", "reinforce@init", "cam@cam_trained", "reinforce@cam_trained"} <= set(
         results["signal_variance"][0]
     )
+    ends = {d["problem"]: d for d in results["chain_diagnostics"]}  # cam_quick: a 4-step chain
+    assert len(ends["mis"]["cam"]["adjoint_signal"]) == 4 and 0 <= ends["mis"]["reinforce"]["conflict_free"] <= 1
     for name in ("cam_gap.png", "cam_training.png"):
         assert (tmp_path / name).stat().st_size > 1000
 

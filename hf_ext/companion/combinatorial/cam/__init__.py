@@ -3,6 +3,7 @@
 Needs torch only; the exact references need the ``[combinatorial]`` extra (``highspy``, ``scipy``).
 """
 
+from .adjoint import adjoint_targets, flip_benefit
 from .baselines import (
     cut_value,
     exact_maxcut,
@@ -13,11 +14,12 @@ from .baselines import (
     local_search_mis,
 )
 from .config import METHODS, CAMConfig
+from .diagnostics import chain_diagnostics, conflicting_edges
 from .graphs import Graph, GraphBatch, barabasi_albert, batch_graphs, erdos_renyi, rb_graph
 from .model import FlipGNN
 from .problems import PROBLEMS, decode, energy, flip_delta, is_independent, objective
 from .sampler import Trajectory, rollout, solve
-from .train import adjoint_targets, initial_model, train, training_signal_variance
+from .train import initial_model, train, training_signal_variance
 
 __all__ = [
     "METHODS",
@@ -30,12 +32,15 @@ __all__ = [
     "adjoint_targets",
     "barabasi_albert",
     "batch_graphs",
+    "chain_diagnostics",
+    "conflicting_edges",
     "cut_value",
     "decode",
     "energy",
     "erdos_renyi",
     "exact_maxcut",
     "exact_mis",
+    "flip_benefit",
     "flip_delta",
     "greedy_maxcut",
     "greedy_mis",

@@ -20,28 +20,13 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from .adjoint import flip_benefit
 from .config import CAMConfig
+from .diagnostics import chain_diagnostics
 from .graphs import Graph, batch_graphs
 from .model import FlipGNN
-from .problems import energy, flip_delta
+from .problems import energy
 from .sampler import Trajectory, flip_logits, rollout
-
-
-def adjoint_targets(problem: str, batch, trajectory: Trajectory, beta: float) -> torch.Tensor:
-    """The discrete adjoint at every visited state, ``(T + 1, K, N)``, carried backward through the chain.
-
-    ``a_T[i] = E(x_T, x_i = 1) - E(x_T, x_i = 0)``, the gradient of the (multilinear) energy at the terminal state.
-    One step takes ``x_k`` to ``x_{k+1}`` with independent flips, so ``E[x_{k+1} | x_k] = x_k + (1 - 2 x_k) p_k``
-    and, with the rates ``p_k`` held fixed, ``a_k = (1 - 2 p_k) a_{k+1}``: a change now survives the later flips
-    with odds ``1 - 2p`` per step. ``E[a_k | x_k]`` is then exactly ``V_k(x, x_i = 1) - V_k(x, x_i = 0)`` with
-    ``V_k(x) = E[E(x_T) | x_k = x]`` when the rates do not depend on the state (tested by enumeration); the
-    network's own dependence on the state is dropped, as in adjoint matching's lean adjoint.
-    """
-    terminal = trajectory.states[-1]
-    carried = [(1 - 2 * terminal) * flip_delta(problem, batch, terminal, beta)]
-    for p in trajectory.probs.flip(0):
-        carried.append((1 - 2 * p) * carried[-1])
-    return torch.stack(carried[::-1])
 
 
 def temperature(config: CAMConfig, progress: float) -> float:
@@ -62,8 +47,7 @@ def initial_model(config: CAMConfig) -> FlipGNN:
 
 def cam_loss(model: FlipGNN, config: CAMConfig, batch, trajectory: Trajectory, tau: float) -> torch.Tensor:
     """Cross-entropy of the network's flip probabilities against the adjoint-tilted targets."""
-    adjoint = adjoint_targets(config.problem, batch, trajectory, config.beta)
-    benefit = -(1 - 2 * trajectory.states[:-1]) * adjoint[1:]
+    benefit = flip_benefit(config.problem, batch, trajectory, config.beta)
     logits = flip_logits(model, batch, trajectory.states[:-1], config.steps)
     return F.binary_cross_entropy_with_logits(logits, torch.sigmoid(base_logit(config) + benefit / tau))
 
@@ -87,7 +71,8 @@ LOSSES = {"cam": cam_loss, "reinforce": reinforce_loss}
 
 def train(config: CAMConfig, graphs: list[Graph], model: FlipGNN | None = None, progress: bool = True):
     """Train a :class:`FlipGNN` on ``graphs`` by ``config.method``; returns ``(model, history)``, the history
-    holding per step the mean terminal energy per node of the rollouts and the loss."""
+    holding per step the loss and the rollout's :func:`chain_diagnostics` (terminal energy per node, for MIS the
+    conflicts left before decoding, per step the flip rate and the adjoint's signal)."""
     if not graphs:
         raise ValueError("train: `graphs` must hold at least one training Graph")
     model = model or initial_model(config)
@@ -109,8 +94,8 @@ def train(config: CAMConfig, graphs: list[Graph], model: FlipGNN | None = None, 
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         optimizer.step()
-        terminal = energy(config.problem, batch, trajectory.states[-1], config.beta).sum(1) / batch.num_nodes
-        history.append({"step": step, "loss": loss.item(), "energy_per_node": float(terminal.mean())})
+        diagnostics = chain_diagnostics(config.problem, batch, trajectory, config.beta)
+        history.append({"step": step, "loss": loss.item()} | diagnostics)
     return model, history
 
 

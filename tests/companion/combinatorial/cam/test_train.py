@@ -66,6 +66,7 @@ def test_training_improves_over_the_initialization():
         states = rollout(m, held_out, 6, 16, torch.Generator().manual_seed(7)).states[-1]
         return energy("mis", held_out, states, config.beta).mean().item()
     assert len(history) == 40 and all(math.isfinite(h["loss"]) for h in history)
+    assert len(history[-1]["adjoint_signal"]) == 6 and history[-1]["conflicts_per_node"] >= 0
     assert terminal_energy(model) < terminal_energy(initial) - 3  # random states: energy > 0; trained: < 0
     assert solve(model, "mis", held_out, 6, 4)[0].mean() >= solve(initial, "mis", held_out, 6, 4)[0].mean()
 

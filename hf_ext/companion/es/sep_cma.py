@@ -125,7 +125,7 @@ class SepCMAES:
             if again.size:
                 self._rows = np.asarray(again, dtype=int)
                 return
-        self._update(self.scheme(_finite(evaluations), self.base))
+        self._update(self.scheme(_finite(evaluations), self.base, self._population))
 
     def _asked_rows(self, candidates) -> np.ndarray:
         """The population index of each told candidate, matched to the last ``ask``'s rows as a multiset."""

@@ -13,8 +13,9 @@ class WeightScheme(Protocol):
     def reevaluate(self, means: np.ndarray, base: np.ndarray) -> np.ndarray:
         """Indices of the candidates to evaluate once more before weighting (empty for none)."""
 
-    def __call__(self, evaluations: list[np.ndarray], base: np.ndarray) -> np.ndarray:
-        """One weight per candidate from its evaluations; ``base`` holds the hard weights by rank (best first)."""
+    def __call__(self, evaluations: list[np.ndarray], base: np.ndarray, population: np.ndarray) -> np.ndarray:
+        """One weight per candidate from its evaluations; ``base`` holds the hard weights by rank (best first) and
+        ``population`` the candidates (one row each)."""
 
 
 def log_weights(popsize: int) -> np.ndarray:
@@ -47,17 +48,24 @@ class LogWeights:
     def reevaluate(self, means: np.ndarray, base: np.ndarray) -> np.ndarray:
         return np.empty(0, dtype=int)
 
-    def __call__(self, evaluations: list[np.ndarray], base: np.ndarray) -> np.ndarray:
+    def __call__(
+        self, evaluations: list[np.ndarray], base: np.ndarray, population: np.ndarray | None = None
+    ) -> np.ndarray:
         return base[ranks(np.array([e.mean() for e in evaluations]))]
 
 
 class ResidualBootstrapPEM:
-    """RB-PEM: expected weights over bootstrap rankings, the noise estimated from capped re-evaluations.
+    """RB-PEM: expected weights over replicate rankings drawn given the population's linear fit.
 
-    A replicate resamples a candidate's own evaluations where it has several, else draws
-    ``f + z (s0 + s1 |f|)`` with ``z`` from the pool of standardised residuals; the noise model
-    ``s0 + s1 |f|`` is refitted to the pool each generation. Re-evaluations go to the candidates ranked
-    within ``band`` of the elite boundary, at most ``max_reevaluations`` per generation.
+    Why not replicates centred on the observed values (``f + noise``): those add the noise a second time, so
+    their rankings are noisier than the observed one and the expected weights flatter than the hard weights'
+    expectation (the mean update shrank by up to half its norm). Here the candidates' mean values are split,
+    in noise-whitened units, into their least-squares fit on ``[1, x]`` and the residual; a replicate keeps
+    the fit and the estimated lack of fit (a positive-part James-Stein shrinkage of the residual) and draws the
+    rest of the residual afresh from the residual pool, projected onto the residual space, so that its noise
+    has the covariance of the observed values' noise (:func:`conditional_replicates`). The noise level comes
+    from capped re-evaluations at the elite boundary: their standardised deviations form the pool, and the
+    model ``s0 + s1 |f|`` is refitted to it each generation.
     """
 
     def __init__(self, replicates: int, band: int, max_reevaluations: int, pool_size: int, seed: int = 0):
@@ -97,28 +105,59 @@ class ResidualBootstrapPEM:
         spread = self.scale[0] + self.scale[1] * self.levels
         return np.divide(self.residuals, spread, out=np.zeros_like(self.residuals), where=spread > 0)
 
-    def bootstrap(self, evaluations: list[np.ndarray]) -> np.ndarray:
-        """``replicates`` x ``lambda`` bootstrap values of the candidates' means."""
+    def bootstrap(self, evaluations: list[np.ndarray], population: np.ndarray) -> np.ndarray:
+        """``replicates`` x ``lambda`` replicate values of the candidates' means (the means themselves, repeated,
+        before any noise is measured or when ``[1, x]`` leaves no residual degree of freedom)."""
         means = np.array([e.mean() for e in evaluations])
+        counts = np.array([len(e) for e in evaluations])
         pool = self.standardized_pool()
-        if pool.size == 0:
+        design = np.column_stack([np.ones(len(means)), population - population.mean(axis=0)])
+        if not np.any(pool) or len(means) <= design.shape[1]:
             return means[None, :].repeat(self.replicates, axis=0)
-        z = self.rng.choice(pool, size=(self.replicates, len(means)))
-        out = means + z * (self.scale[0] + self.scale[1] * np.abs(means))
-        for i, values in enumerate(evaluations):
-            if len(values) > 1:
-                draws = self.rng.integers(len(values), size=(self.replicates, len(values)))
-                out[:, i] = values[draws].mean(axis=1)
-        return out
+        s0, s1 = self.scale
+        fitted = design @ np.linalg.lstsq(design * np.sqrt(counts)[:, None], means * np.sqrt(counts), rcond=None)[0]
+        scales = (s0 + s1 * np.abs(fitted)) / np.sqrt(counts)  # the noise of each mean, from its fitted level
+        scales = np.maximum(scales, 1e-12 * scales.max())
+        return conditional_replicates(means, scales, design, pool, self.replicates, self.rng)
 
-    def __call__(self, evaluations: list[np.ndarray], base: np.ndarray) -> np.ndarray:
+    def __call__(self, evaluations: list[np.ndarray], base: np.ndarray, population: np.ndarray) -> np.ndarray:
         self._add_residuals(evaluations)
         if self.residuals.size >= 2:
             self._fit_noise()
-        replicates = self.bootstrap(evaluations)
+        replicates = self.bootstrap(evaluations, population)
         means = np.array([e.mean() for e in evaluations])
         self.last_flip_rate = elite_flip_rate(replicates, means, int((base > 0).sum()))
         return expected_weights(replicates, base)
+
+
+def conditional_replicates(
+    means: np.ndarray, scales: np.ndarray, design: np.ndarray, pool: np.ndarray, count: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``count`` replicates of ``means`` (noise standard deviations ``scales``, shaped like ``pool``) that keep
+    their whitened least-squares fit on ``design`` and redraw the noise in the residual.
+
+    In whitened units ``t = means / scales``, with ``H`` the projection onto the whitened design and
+    ``r = (I - H) t``, a replicate is ``H t + a r + sqrt(1 - a^2) (I - H) z``, ``z`` drawn from ``pool`` scaled
+    to unit variance: its noise has the covariance ``H + a^2 (I - H) + (1 - a^2) (I - H) = I`` of the observed
+    values'. ``a^2 = max(0, 1 - (n - p) / |r|^2)`` is the share of the residual's energy estimated to be lack of
+    fit rather than noise, so ``a r`` keeps the spread of the lack of fit (Louis's constrained Bayes; the
+    James-Stein factor ``a^2`` itself would shrink it, and ranks depend on the spread). With ``a = 0`` (a linear
+    f and Gaussian noise) the expected weights are ``E[w(rank) | H t]``, the Rao-Blackwell estimate, which keeps
+    the mean of the hard weights exactly; the lack of fit that ``a < 1`` loses is orthogonal to the design, which
+    a mean update that is linear in the values (high misranking) does not see; at low noise ``a -> 1`` keeps the
+    observed ranking.
+    """
+    unit = pool / np.sqrt(np.mean(pool**2))
+    u, singular, _ = np.linalg.svd(design / scales[:, None], full_matrices=False)
+    basis = u[:, singular > singular[0] * 1e-10]
+    target = means / scales
+    fitted = basis @ (basis.T @ target)
+    residual = target - fitted
+    freedom = len(means) - basis.shape[1]
+    keep = np.sqrt(max(0.0, 1 - freedom / max(residual @ residual, 1e-300)))
+    draws = rng.choice(unit, size=(count, len(means)))
+    fresh = draws - (draws @ basis) @ basis.T
+    return scales * (fitted + keep * residual + np.sqrt(1 - keep**2) * fresh)
 
 
 class ProbeAndSwitch:
@@ -138,10 +177,10 @@ class ProbeAndSwitch:
             return self.pem.reevaluate(means, base)
         return np.empty(0, dtype=int)
 
-    def __call__(self, evaluations: list[np.ndarray], base: np.ndarray) -> np.ndarray:
+    def __call__(self, evaluations: list[np.ndarray], base: np.ndarray, population: np.ndarray) -> np.ndarray:
         self.generation += 1
         probed = any(len(e) > 1 for e in evaluations)
-        weights = self.pem(evaluations, base)
+        weights = self.pem(evaluations, base, population)
         if probed:
             self.active = self.pem.last_flip_rate > self.threshold
         return weights if self.active else LogWeights()(evaluations, base)

@@ -26,7 +26,8 @@ def test_expected_weights_equal_hard_weights_when_noise_is_zero():
     # RB-PEM on noiseless re-evaluations: a zero noise model, so every replicate is the observed ranking
     pem = ResidualBootstrapPEM(replicates=32, band=2, max_reevaluations=4, pool_size=50)
     evaluations = [np.array([v, v]) if i in (0, 3) else np.array([v]) for i, v in enumerate(values)]
-    np.testing.assert_allclose(pem(evaluations, base), hard, rtol=1e-12)
+    population = np.random.default_rng(0).standard_normal((6, 2))
+    np.testing.assert_allclose(pem(evaluations, base, population), hard, rtol=1e-12)
     assert pem.scale == (0.0, 0.0) and pem.last_flip_rate == 0.0
 
 
@@ -50,13 +51,67 @@ def test_pem_preserves_the_mean_update_and_shrinks_its_dispersion():
     assert np.all(pem.var(axis=0) < 0.5 * hard.var(axis=0))
 
 
+def _updates(pem, population, function, noise, trials, rng):
+    """Over ``trials`` fresh noisy evaluations of ``population`` (RB-PEM's re-evaluations spent each time): the
+    mean update ``w @ x`` with hard weights on the candidates' mean values, and with RB-PEM's weights."""
+    base = log_weights(len(population))
+    hard, rb_pem = [], []
+    for _ in range(trials):
+        evaluations = [np.array([function(x) + noise * rng.standard_normal()]) for x in population]
+        for i in pem.reevaluate(np.array([e[0] for e in evaluations]), base):
+            evaluations[i] = np.append(evaluations[i], function(population[i]) + noise * rng.standard_normal())
+        hard.append(LogWeights()(evaluations, base) @ population)
+        rb_pem.append(pem(evaluations, base, population) @ population)
+    return np.array(hard), np.array(rb_pem)
+
+
+def test_rb_pem_keeps_the_mean_update_on_a_noisy_quadratic():
+    # The hard weights' update is the unbiased one; RB-PEM must keep its mean (within 5% of its norm, with a
+    # Monte Carlo standard error of about 1%) and shrink its dispersion. Replicates centred on the noisy values
+    # (the estimator before this one) add the noise twice and missed the mean by 9% here.
+    rng = np.random.default_rng(0)
+    population = rng.standard_normal((7, 3))  # D = 3, CMA-ES's default popsize 7
+    centre = np.full(3, 1.5)
+    hard, rb_pem = _updates(
+        ResidualBootstrapPEM(64, 1, 2, 40, seed=1), population, lambda x: (x - centre) @ (x - centre), 3.0, 3000, rng
+    )
+    norm = np.linalg.norm(hard.mean(axis=0))
+    difference = rb_pem - hard
+    standard_error = np.sqrt((difference.var(axis=0, ddof=1) / len(difference)).sum()) / norm
+    assert standard_error < 0.015
+    assert np.linalg.norm(difference.mean(axis=0)) / norm < 0.05
+    assert rb_pem.var(axis=0).sum() < 0.8 * hard.var(axis=0).sum()
+
+
+def test_rb_pem_uses_hard_weights_without_residual_freedom():
+    # lambda <= D + 1: the fit on [1, x] interpolates the values, nothing is left to redraw
+    rng = np.random.default_rng(5)
+    pem = ResidualBootstrapPEM(16, 3, 6, 40, seed=6)
+    population = rng.standard_normal((6, 5))
+    evaluations = [rng.standard_normal(2) for _ in range(6)]
+    base = log_weights(6)
+    np.testing.assert_allclose(pem(evaluations, base, population), LogWeights()(evaluations, base), atol=1e-15)
+    assert pem.scale != (0.0, 0.0)  # the noise is measured; the weights are hard all the same
+
+
+def test_rb_pem_keeps_the_ranking_when_the_lack_of_fit_dwarfs_the_noise():
+    # A function far from linear with tiny noise: the residual is almost all lack of fit, which the replicates
+    # keep, so the expected weights are the hard ones.
+    rng = np.random.default_rng(7)
+    population = rng.standard_normal((10, 2))
+    hard, rb_pem = _updates(
+        ResidualBootstrapPEM(64, 1, 2, 40, seed=8), population, lambda x: float(np.sin(4 * x).sum()), 1e-6, 20, rng
+    )
+    np.testing.assert_allclose(rb_pem[-1], hard[-1], atol=1e-9)
+
+
 def test_noise_model_is_refitted_from_residuals():
     rng = np.random.default_rng(1)
     pem = ResidualBootstrapPEM(replicates=8, band=2, max_reevaluations=4, pool_size=20000)
     s0, s1 = 0.5, 0.2
     levels = rng.uniform(0, 20, 4000)
     evaluations = [f + (s0 + s1 * f) * rng.standard_normal(2) for f in levels]
-    pem(evaluations, log_weights(len(evaluations)))
+    pem(evaluations, log_weights(len(evaluations)), rng.standard_normal((len(evaluations), 2)))
     # the levels are noisy means, so the fit is judged by the spread it predicts, not by (s0, s1) themselves
     for f in (5.0, 15.0):
         assert pem.scale[0] + pem.scale[1] * f == pytest.approx(s0 + s1 * f, rel=0.1)
@@ -88,7 +143,7 @@ def test_probe_and_switch_follows_the_measured_misranking(noise, active):
         v + noise * rng.standard_normal(2) if i in (3, 4) else v + noise * rng.standard_normal(1)
         for i, v in enumerate(f)
     ]
-    weights = switch(evaluations, base)
+    weights = switch(evaluations, base, rng.standard_normal((8, 2)))
     assert switch.active is active
     if not active:  # back on hard weights: probes only every probe_interval generations
         np.testing.assert_array_equal(weights, LogWeights()(evaluations, base))

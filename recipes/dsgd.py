@@ -43,6 +43,7 @@ from hf_ext.models import llama_from_scratch
 from hf_ext.optim import TOPOLOGIES, DecentralizedMetricsCallback, DecentralizedSGD, DecentralizedTrainer, Topology
 from hf_ext.plotting import DPI, plot_seed_curves
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._settings import run_config, set_per_run
 
 PROBLEMS = ("logreg", "mlp", "lm")
 SPLITS = ("sorted", "iid")
@@ -98,9 +99,22 @@ class DSGDArguments:
             raise ValueError(f"DSGDArguments: `l2` must be > 0 (strong convexity), got {self.l2}")
 
 
+@dataclass
+class DSGDTrainingArguments(TrainingArguments):
+    """TrainingArguments (lr, steps, batch, output_dir) less what each run of the ``lm`` problem sets: its seed
+    (one of ``seeds``) and logging every ``eval_every`` steps."""
+
+    seed: int = set_per_run(TrainingArguments, "seed", by="DSGDArguments' `seeds`")
+    logging_steps: float = set_per_run(TrainingArguments, "logging_steps", by="DSGDArguments' `eval_every`")
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        super().__post_init__()
+
+
 def parser(argv: list[str] | None = None) -> TrlParser:
-    """The recipe's parser: :class:`DSGDArguments` and ``TrainingArguments`` (lr, steps, batch, output_dir)."""
-    return TrlParser((DSGDArguments, TrainingArguments))
+    """The recipe's parser: :class:`DSGDArguments` and :class:`DSGDTrainingArguments`."""
+    return TrlParser((DSGDArguments, DSGDTrainingArguments))
 
 
 @dataclass
@@ -229,13 +243,7 @@ def lm_run(topology: str, seed: int, args: DSGDArguments, training_args, data) -
     """One run of the ``lm`` problem through DecentralizedTrainer (DDP: the stock Trainer)."""
     tokenizer, corpus = data
     model = llama_from_scratch(tokenizer, args.hidden_size, args.num_layers, max_positions=args.block_size, seed=seed)
-    run_args = dataclasses.replace(
-        training_args,
-        seed=seed,
-        logging_steps=args.eval_every,
-        save_strategy="no",
-        report_to="none",
-    )
+    run_args = run_config(TrainingArguments, training_args, seed=seed, logging_steps=args.eval_every)
     validation = corpus["validation"].select(range(min(16, len(corpus["validation"]))))
     loss_inputs = {key: torch.tensor(validation[key]) for key in ("input_ids", "attention_mask", "labels")}
     sgd = torch.optim.SGD(model.parameters(), lr=training_args.learning_rate)

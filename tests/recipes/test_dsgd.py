@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import json
 import subprocess
 import sys
@@ -53,6 +54,14 @@ def test_quick_run_end_to_end(tmp_path, problem):
     rows = list(csv.DictReader((tmp_path / "curves.csv").open()))
     assert {row["topology"] for row in rows} == {"ring", "complete", "ddp"} and rows[0]["step"] == "0"
     assert (tmp_path / "error.png").stat().st_size > 1000
+
+
+def test_what_each_run_sets_is_not_a_training_setting(tmp_path):
+    """Issue 38: TrainingArguments' seed and logging_steps were parsed, then replaced in every run."""
+    _, training_args = parser().parse_args_and_config(_flags(tmp_path))
+    settings = {field.name for field in dataclasses.fields(training_args) if field.init}
+    assert not {"seed", "logging_steps"} & settings
+    assert {"learning_rate", "max_steps", "per_device_train_batch_size"} <= settings
 
 
 @pytest.mark.parametrize(

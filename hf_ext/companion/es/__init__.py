@@ -8,6 +8,7 @@ from .coco import CocoConfig, algorithm_folders, read_index, run_coco
 from .config import ESConfig
 from .harness import METHODS, solve
 from .minimizer import minimize
+from .misranking import misranking_by_generation, pair_misranking
 from .result import ESResult, MinimizeResult
 from .sep_cma import SepCMAES, make_weight_scheme
 from .weights import (
@@ -37,6 +38,8 @@ __all__ = [
     "log_weights",
     "make_weight_scheme",
     "minimize",
+    "misranking_by_generation",
+    "pair_misranking",
     "read_index",
     "run_coco",
     "solve",

@@ -18,12 +18,14 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
 
 from .harness import METHODS, solve
+from .misranking import misranking_by_generation
 
 logger = logging.getLogger(__name__)
 
@@ -124,10 +126,48 @@ def read_trajectory(folder: Path) -> list[list]:
     return [[int(row[0]), float(row[2])] for row in rows]
 
 
+def noise_free_values(function: int, instance: int, points: np.ndarray) -> np.ndarray:
+    """The noise-free values of bbob-noisy ``function``, ``instance`` at ``points`` (one per row).
+
+    cocoex returns only the noisy value; pycma's port of the BBOB functions (``cma.bbobbenchmarks``) computes
+    both, and its noise-free values are the ones COCO's observer logs (checked against the observer's files in
+    ``tests/companion/es/test_coco.py``). It draws its noise from numpy's global generator, restored here.
+    """
+    from cma import bbobbenchmarks
+
+    benchmark, _ = bbobbenchmarks.instantiate(function, iinstance=instance)
+    state = np.random.get_state()
+    try:
+        _, true = benchmark._evalfull(np.atleast_2d(np.asarray(points, dtype=float)))
+    finally:
+        np.random.set_state(state)
+    return np.asarray(true, dtype=float).reshape(-1)
+
+
+def default_popsize(dimension: int) -> int:
+    """CMA-ES's default population size ``4 + floor(3 ln D)``: the generation length misranking is measured on."""
+    return 4 + int(3 * np.log(dimension))
+
+
+class _Recorded:
+    """``problem``, keeping every point it evaluates and the (noisy) value it returned."""
+
+    def __init__(self, problem):
+        self.problem, self.points, self.values = problem, [], []
+
+    def __call__(self, x) -> float:
+        value = self.problem(x)
+        self.points.append(np.array(x, dtype=float))
+        self.values.append(value)
+        return value
+
+
 def run_one(
     method: str, budget_multiplier: int, function: int, instance: int, dimension: int, seed: int, result_folder: str
 ) -> dict:
-    """One observed run; returns its index record (the trajectory of the best noise-free value included)."""
+    """One observed run; returns its index record: the trajectory of the best noise-free value, and the pair
+    misranking of each block of ``default_popsize(dimension)`` evaluations (the method's generations for our ES
+    without re-evaluations; ``None`` for a block whose true values are all equal)."""
     import cocoex
 
     cocoex.log_level("warning")
@@ -144,10 +184,13 @@ def run_one(
     problem.observe_with(observer)
     budget = budget_multiplier * dimension
     lower, upper = float(problem.lower_bounds[0]), float(problem.upper_bounds[0])
-    evaluations = solve(method, problem, problem.initial_solution, budget, lower, upper, seed).evaluations
+    recorded = _Recorded(problem)
+    evaluations = solve(method, recorded, problem.initial_solution, budget, lower, upper, seed).evaluations
     problem.free()
     del observer, suite
     trajectory = read_trajectory(folder)
+    true = noise_free_values(function, instance, np.array(recorded.points)) if recorded.points else np.empty(0)
+    misranking = misranking_by_generation(recorded.values, true, default_popsize(dimension))
     return {
         "method": method,
         "budget_multiplier": budget_multiplier,
@@ -158,6 +201,7 @@ def run_one(
         "evaluations": evaluations,
         "final": trajectory[-1][1],
         "trajectory": trajectory,
+        "misranking": [None if np.isnan(value) else round(float(value), 4) for value in misranking],
     }
 
 

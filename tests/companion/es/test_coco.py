@@ -13,6 +13,8 @@ from hf_ext.companion.es.coco import (  # noqa: E402
     INDEX,
     CocoConfig,
     algorithm_folders,
+    default_popsize,
+    noise_free_values,
     read_index,
     run_coco,
     run_folder,
@@ -144,3 +146,36 @@ def test_the_ecdf_agrees_with_cocopp_at_every_budget(two_methods):
 def test_refuses_bad_settings(tmp_path, fields, message):
     with pytest.raises(ValueError, match=message):
         _config(tmp_path, **fields)
+
+
+@pytest.mark.parametrize(("dimension", "instance"), [(2, 1), (3, 7)])
+def test_noise_free_values_are_those_coco_logs(tmp_path, dimension, instance):
+    # cocoex returns noisy values only; its observer logs the noise-free value of each logged evaluation
+    # (the .tdat file's fourth column, all of the first 8 evaluations), which ours must equal on every function
+    import cocoex
+
+    rng = np.random.default_rng(0)
+    suite = cocoex.Suite("bbob-noisy", "", "")
+    for function in range(101, 131):
+        problem = suite.get_problem_by_function_dimension_instance(function, dimension, instance)
+        observer = cocoex.Observer(
+            "bbob-noisy", f"result_folder: f{function} outer_folder: {tmp_path} algorithm_name: check"
+        )
+        problem.observe_with(observer)
+        points = rng.uniform(-4.9, 4.9, (8, dimension))
+        for x in points:
+            problem(x)
+        problem.free()
+        del observer
+        (tdat,) = (tmp_path / f"f{function}").rglob("*.tdat")
+        rows = [line.split() for line in tdat.read_text().splitlines() if not line.startswith("%")]
+        logged = np.array([float(row[3]) for row in rows[:8]])
+        np.testing.assert_allclose(noise_free_values(function, instance, points), logged, rtol=1e-9)
+
+
+def test_runs_record_the_misranking_of_each_generation(tmp_path):
+    (record,) = run_coco(_config(tmp_path, functions=[107], budget_multipliers=[30]))
+    misranking = record["misranking"]
+    assert len(misranking) == 60 // default_popsize(2) == 10
+    assert all(0 <= value <= 1 for value in misranking)
+    assert max(misranking) > 0  # f107's severe noise misranks some pairs

@@ -13,6 +13,14 @@ from typing import Any
 _ABSENT = "<absent>"
 
 
+class SettingsMismatchError(ValueError):
+    """A run's state was made under other settings than the current ones, so resuming it is refused.
+
+    Its message is the one line a user needs (the differing fields, how to resume or start fresh): a
+    recipe run as a script reports it without a traceback (``hf_ext.recipes._script``).
+    """
+
+
 def _flatten(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     flat = {}
     for key, value in settings.items():
@@ -61,7 +69,7 @@ def check_and_store_settings(path: Path, settings: dict[str, Any], resuming: boo
     if resuming and path.is_file():
         differences = settings_differences(read_settings(path), settings)
         if differences:
-            raise ValueError(
+            raise SettingsMismatchError(
                 f"cannot resume {run} under other settings than those stored in {path}: {'; '.join(differences)}. "
                 f"Rerun with the stored settings to resume, or start fresh: {start_fresh}."
             )

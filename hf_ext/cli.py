@@ -30,6 +30,9 @@ from hf_ext.recipes import (
 _PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "triton")
 ACCELERATE_CONFIGS = ("cpu", "cpu_2proc")
 _RUN_USAGE = "hf-ext run RECIPE [key=value ...] [--config FILE] [--accelerate-config NAME] [-h]"
+# --quiet: a recipe that fails says why itself (a refused resume in one line); accelerate's CalledProcessError
+# traceback around it, repeating the recipe's stderr, would bury that line.
+_ACCELERATE_LAUNCH = (sys.executable, "-m", "accelerate.commands.launch", "--quiet")
 
 
 def _version(package: str) -> str:
@@ -106,14 +109,14 @@ def _launcher(accelerate_config: str | None) -> list[str]:
     Trainer) join them over gloo as that config would.
     """
     if accelerate_config is None:
-        return [sys.executable, "-m", "accelerate.commands.launch"]
+        return list(_ACCELERATE_LAUNCH)
     settings = yaml.safe_load(Path(accelerate_config).read_text()) or {}
     processes = int(settings.get("num_processes", 1))
     if settings.get("distributed_type") == "MULTI_CPU" and settings.get("num_machines", 1) == 1 and processes > 1:
         port = settings.get("main_process_port", 29500)
         torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}"]
         return ["env", "ACCELERATE_USE_CPU=true", *torchrun, f"--master_port={port}"]
-    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", accelerate_config]
+    return [*_ACCELERATE_LAUNCH, "--config_file", accelerate_config]
 
 
 def launch_command(

@@ -50,6 +50,7 @@ from hf_ext.companion.bo import (
 from hf_ext.companion.bo.adversary import PLACEMENTS
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, shared_settings
 
 # method name -> the BayesianOptimizationConfig fields it sets (the stable RCGPs keep the configured `c`)
@@ -342,4 +343,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

@@ -40,6 +40,7 @@ from hf_ext.companion.bo.lilo import (
 from hf_ext.companion.bo.lilo.backends import PREFILL_MODES
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, shared_settings
 
 BACKENDS = ("local", "http")
@@ -192,4 +193,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

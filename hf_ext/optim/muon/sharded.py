@@ -12,12 +12,29 @@ import torch
 from torch.optim._muon import _adjust_lr, _zeropower_via_newtonschulz
 
 from ..._sharded import local, sharding
+from ..._validation import check_finite
 from ..shared.sharding import OwnerExchange
 
 
 class ShardedMuon(torch.optim.Muon):
     """``torch.optim.Muon`` (same arguments, state and ``state_dict``) whose step on FSDP2-sharded parameters is
     the one-process step, bit for bit: torch's own Newton-Schulz and learning-rate adjustment, on whole matrices."""
+
+    def add_param_group(self, param_group: dict) -> None:
+        """torch's, then the checks ``torch.optim.Muon`` makes at construction only (``lr``, 2-D parameters); a
+        refused group is not kept."""
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        try:
+            check_finite("ShardedMuon", "lr", group["lr"])
+            if not group["lr"] >= 0:
+                raise ValueError(f"ShardedMuon: `lr` must be >= 0, got {group['lr']}")
+            shapes = [tuple(p.shape) for p in group["params"] if p.dim() != 2]
+            if shapes:
+                raise ValueError(f"ShardedMuon: Muon steps 2-D parameters only, got shapes {shapes}")
+        except ValueError:
+            self.param_groups.pop()
+            raise
 
     @torch.no_grad()
     def step(self, closure=None):

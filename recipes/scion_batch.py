@@ -46,6 +46,7 @@ from hf_ext.optim import (
 )
 from hf_ext.plotting import plot_labelled_points, plot_seed_curves
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._settings import run_config, set_per_run
 
 OPTIMIZERS = ("scion", "adamw", "muon")
 
@@ -103,9 +104,33 @@ class ScionBatchArguments:
             raise ValueError("`constant_batches` must be >= 2 and `seeds` non-empty")
 
 
+_BY_SCHEDULE = "the run's batch schedule"
+
+
+@dataclass
+class ScheduledTrainingArguments(TrainingArguments):
+    """TrainingArguments less what each run's batch schedule sets: its steps, one packed sequence per micro-batch
+    in order, its learning rate, evaluation and logging ``eval_points`` times, its seed, no checkpoints."""
+
+    max_steps: int = set_per_run(TrainingArguments, "max_steps", by=_BY_SCHEDULE)
+    per_device_train_batch_size: int = set_per_run(TrainingArguments, "per_device_train_batch_size", by=_BY_SCHEDULE)
+    gradient_accumulation_steps: int = set_per_run(TrainingArguments, "gradient_accumulation_steps", by=_BY_SCHEDULE)
+    train_sampling_strategy: str = set_per_run(TrainingArguments, "train_sampling_strategy", by=_BY_SCHEDULE)
+    learning_rate: float = set_per_run(TrainingArguments, "learning_rate", by="ScionBatchArguments' learning rates")
+    eval_strategy: str = set_per_run(TrainingArguments, "eval_strategy", by="ScionBatchArguments' `eval_points`")
+    eval_steps: float | None = set_per_run(TrainingArguments, "eval_steps", by="ScionBatchArguments' `eval_points`")
+    logging_steps: float = set_per_run(TrainingArguments, "logging_steps", by="ScionBatchArguments' `eval_points`")
+    save_strategy: str = set_per_run(TrainingArguments, "save_strategy", by="the recipe ('no')")
+    seed: int = set_per_run(TrainingArguments, "seed", by="ScionBatchArguments' `seeds`")
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        super().__post_init__()
+
+
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The recipe's parser (``argv`` is parsed by :func:`main`; ``hf-ext run scion_batch --help`` lists the fields)."""
-    return TrlParser((ScionBatchArguments, TrainingArguments))
+    return TrlParser((ScionBatchArguments, ScheduledTrainingArguments))
 
 
 def build_optimizer(name: str, model, lr: float) -> torch.optim.Optimizer:
@@ -139,7 +164,8 @@ def train_run(optimizer_name, schedule, lr, seed, data, script_args, training_ar
     )
     callback = BatchScheduleCallback(**schedule.settings)
     every = max(1, schedule.total_steps // script_args.eval_points)
-    args = dataclasses.replace(
+    args = run_config(
+        TrainingArguments,
         training_args,
         output_dir=str(out),
         max_steps=schedule.total_steps,

@@ -57,6 +57,7 @@ from hf_ext.optim.symmetry_curvature import (
 )
 from hf_ext.plotting import plot_grouped_bars, plot_labelled_points
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._settings import run_config, set_per_run
 
 OPTIMIZERS = ("adamw", "symmetry", "shampoo_style", "muon")
 
@@ -129,9 +130,25 @@ class SymmetryCurvatureArguments:
                 )
 
 
+@dataclass
+class LMTrainingArguments(TrainingArguments):
+    """TrainingArguments of the Llama runs, less what each run sets: ``lm_steps`` steps at one of ``lm_lrs``,
+    its seed, no evaluation during training and no checkpoints."""
+
+    max_steps: int = set_per_run(TrainingArguments, "max_steps", by="SymmetryCurvatureArguments' `lm_steps`")
+    learning_rate: float = set_per_run(TrainingArguments, "learning_rate", by="SymmetryCurvatureArguments' `lm_lrs`")
+    seed: int = set_per_run(TrainingArguments, "seed", by="SymmetryCurvatureArguments' `seeds`")
+    eval_strategy: str = set_per_run(TrainingArguments, "eval_strategy", by="the recipe ('no')")
+    save_strategy: str = set_per_run(TrainingArguments, "save_strategy", by="the recipe ('no')")
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        super().__post_init__()
+
+
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The recipe's parser (``hf-ext run symmetry_curvature --help`` lists the fields)."""
-    return TrlParser((SymmetryCurvatureArguments, TrainingArguments))
+    return TrlParser((SymmetryCurvatureArguments, LMTrainingArguments))
 
 
 # ---------------------------------------------------------------- data and models
@@ -260,7 +277,8 @@ def train_lm(script_args, training_args, lm_data, name: str, lr: float, seed: in
     model = llama_from_scratch(
         tokenizer, size, script_args.lm_layers, max(1, size // 16), max_positions=script_args.seq_len, seed=seed
     )
-    args = dataclasses.replace(
+    args = run_config(
+        TrainingArguments,
         training_args,
         output_dir=str(Path(training_args.output_dir) / "runs" / f"{name}_lr{lr:g}_seed{seed}"),
         max_steps=script_args.lm_steps,

@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -18,6 +19,14 @@ def test_the_shipped_config_parses_and_the_quick_one_shrinks_it(tmp_path):
     quick, quick_training = parser().parse_args_and_config(_flags(tmp_path, "--seeds", "3", config="scion_batch_quick"))
     assert quick.token_budget < script_args.token_budget and quick.seeds == [3]  # a given setting wins
     assert quick_training.lr_scheduler_type == "constant"
+
+
+def test_what_each_run_sets_is_not_a_training_setting(tmp_path):
+    """Issue 38: TrainingArguments' max_steps, learning_rate, seed, ... were parsed, then replaced in every run."""
+    _, training_args = parser().parse_args_and_config(_flags(tmp_path))
+    settings = {field.name for field in dataclasses.fields(training_args) if field.init}
+    assert not {"max_steps", "per_device_train_batch_size", "learning_rate", "eval_steps", "seed"} & settings
+    assert {"lr_scheduler_type", "per_device_eval_batch_size", "output_dir"} <= settings
 
 
 def test_the_adaptive_schedule_ends_at_the_best_fixed_batch():

@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -58,3 +59,11 @@ def test_quick_run_end_to_end(tmp_path):
     with (tmp_path / "training.csv").open() as handle:
         assert len(list(csv.DictReader(handle))) == 8  # 2 tasks x 4 optimizers x 1 seed
     assert (tmp_path / "tradeoff.png").stat().st_size > 0 and (tmp_path / "training.png").stat().st_size > 0
+
+
+def test_what_each_lm_run_sets_is_not_a_training_setting(tmp_path):
+    """Issue 38: TrainingArguments' max_steps, learning_rate and seed were parsed, then replaced in every run."""
+    _, training_args = parser().parse_args_and_config(_flags(tmp_path))
+    settings = {field.name for field in dataclasses.fields(training_args) if field.init}
+    assert not {"max_steps", "learning_rate", "seed", "eval_strategy", "save_strategy"} & settings
+    assert {"lr_scheduler_type", "per_device_train_batch_size", "output_dir"} <= settings

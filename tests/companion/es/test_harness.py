@@ -10,13 +10,18 @@ def sphere(x):
     return float(x @ x)
 
 
-@pytest.mark.parametrize("method", ["sep_cma", "rb_pem", "resample_2", "pycma", "pycma_noise"])
+@pytest.mark.parametrize(
+    "method", ["sep_cma", "rb_pem", "resample_2", "pycma", "pycma_noise", "ng_noisy_one_plus_one", "ng_tbpsa"]
+)
 def test_solve_spends_the_budget_and_returns_the_best_point_evaluated(method):
     if method.startswith("pycma"):
         pytest.importorskip("cma")
-    values = []
+    if method.startswith("ng_"):
+        pytest.importorskip("nevergrad")
+    values, points = [], []
 
     def function(x):
+        points.append(np.array(x))
         values.append(sphere(x))
         return values[-1]
 
@@ -26,6 +31,7 @@ def test_solve_spends_the_budget_and_returns_the_best_point_evaluated(method):
     assert result.fbest == min(values) == sphere(result.xbest)
     assert values[result.evals_best - 1] == result.fbest
     assert result.xfavorite.shape == (3,) and result.iterations > 0
+    assert np.abs(points).max() <= 5.0 and result.fbest < sphere(np.full(3, 2.0))
 
 
 def test_solve_refuses_an_unknown_method():

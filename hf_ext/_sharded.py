@@ -8,11 +8,14 @@ loss needs its local part summed over that group, once. Plain tensors (one proce
 replicated ``DTensor``\\ s are whole on every rank and need no sum.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor, Partial, Shard
 
 
@@ -104,3 +107,28 @@ def squared_norm_part(tensors: Iterable[torch.Tensor], group: dist.ProcessGroup 
     if not parts:
         return torch.zeros((), dtype=torch.float64, device=tensors[0].device if tensors else None)
     return torch.stack(torch._foreach_norm(parts, 2, dtype=torch.float64)).square().sum()
+
+
+def gathered(tensor: torch.Tensor, keep: bool) -> torch.Tensor | None:
+    """``tensor`` whole, on the CPU if it had to be gathered, where ``keep`` (a writer rank), else ``None``; every
+    rank of a sharded tensor's group must call it (one all-gather)."""
+    if sharding(tensor) is None:
+        return local(tensor) if keep else None
+    whole = tensor.full_tensor()
+    return whole.cpu() if keep else None
+
+
+@contextmanager
+def unsharded(model: nn.Module) -> Iterator[nn.Module]:
+    """``model`` with every FSDP2 module's parameters gathered whole (plain tensors) on every rank while open, so that
+    each rank computes what one process computes from the weights; a model that is not sharded is left as it is.
+    Every rank enters. A forward pass inside reshards each block after it (FSDP2's hooks): read weights, not
+    activations, in here."""
+    modules = [module for module in model.modules() if isinstance(module, FSDPModule)]
+    for module in modules:
+        module.unshard()
+    try:
+        yield model
+    finally:
+        for module in modules:
+            module.reshard()

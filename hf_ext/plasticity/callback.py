@@ -7,6 +7,7 @@ import torch
 from datasets import Dataset
 from transformers import TrainerCallback
 
+from .._sharded import unsharded
 from .._trainer_logs import add_to_logs
 from .._validation import check_finite
 from .metrics import attention_entropy, linear_probe_accuracy, query_key_norms, weight_statistics
@@ -109,19 +110,25 @@ class PlasticityCallback(TrainerCallback):
         return sum(losses) / len(losses)
 
     def measure(self, model) -> dict[str, float]:
-        """All the metrics on ``model`` now (eval mode, eager attention), restoring its mode after."""
+        """All the metrics on ``model`` now (eval mode, eager attention), restoring its mode after.
+
+        Every rank of an FSDP2-sharded model calls this (the ``Trainer`` calls callbacks on every rank): the
+        weights are gathered whole for their metrics, so each rank computes one process's.
+        """
         was_training, implementation = model.training, model.config._attn_implementation
         model.eval()
         model.set_attn_implementation("eager")  # attention probabilities are only returned by eager
         try:
             metrics = self._probe_and_attention(model)
-            for layer, attention in enumerate(_attention_modules(model)):
-                for name, value in query_key_norms(attention).items():
-                    metrics[f"plasticity/{name}/layer_{layer}"] = value
+            with unsharded(model):  # the weight metrics read whole matrices (forward passes gather by themselves)
+                for layer, attention in enumerate(_attention_modules(model)):
+                    for name, value in query_key_norms(attention).items():
+                        metrics[f"plasticity/{name}/layer_{layer}"] = value
+                weights = weight_statistics(model)
             if self.loss_datasets is not None:
                 train, validation = self.loss_datasets
                 metrics["plasticity/loss_gap"] = self._lm_loss(model, validation) - self._lm_loss(model, train)
-            metrics |= {f"plasticity/{name}": value for name, value in weight_statistics(model).items()}
+            metrics |= {f"plasticity/{name}": value for name, value in weights.items()}
         finally:
             model.set_attn_implementation(implementation)
             model.train(was_training)

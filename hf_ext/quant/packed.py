@@ -4,12 +4,17 @@
 architecture from that config (or checks a model you pass), swaps the binarized layers for
 :class:`PackedBinaryLinear` and loads everything else as it was. The packed model computes
 what the unpacked binary model computes, reading the bits directly in the matmul.
+
+A sharded model (FSDP2) is saved by all its ranks together: each tensor is gathered whole, one at a
+time, onto the first rank's CPU, which writes the files one process would write (byte for byte);
+every rank returns the sizes. The first rank thus holds the whole model in CPU memory while writing.
 """
 
 import json
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from safetensors.torch import save_file
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
@@ -18,6 +23,7 @@ from transformers.utils import CONFIG_NAME
 from hf_ext.kernels import pack_signs, packed_binary_matmul
 
 from .._files import open_safetensors, read_json
+from .._sharded import gathered, local, shard_group, sum_across
 from .._tied import split_tied
 from .convert import binary_layers
 
@@ -45,14 +51,15 @@ class PackedBinaryLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-def _layer_tensors(name: str, layer) -> dict[str, torch.Tensor]:
-    tensors = {
-        f"{name}.packed": pack_signs(layer.weight.detach()),
-        f"{name}.row_scale": layer.row_scale.detach(),
-        f"{name}.col_scale": layer.col_scale.detach(),
-    }
-    if layer.bias is not None:
-        tensors[f"{name}.bias"] = layer.bias.detach()
+LAYER_TENSORS = ("weight", "row_scale", "col_scale", "bias")
+
+
+def _layer_tensors(name: str, whole: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A binarized layer's entries of the file, from its whole tensors (``whole``: by state-dict key)."""
+    tensors = {f"{name}.packed": pack_signs(whole[f"{name}.weight"].detach())}
+    for part in LAYER_TENSORS[1:]:
+        if f"{name}.{part}" in whole:
+            tensors[f"{name}.{part}"] = whole[f"{name}.{part}"].detach()
     return tensors
 
 
@@ -62,6 +69,7 @@ def save_packed(model: PreTrainedModel, save_directory: str | Path) -> dict[str,
     Every binarized layer must be fully binary (``mix`` 1): a partly mixed layer has no 1-bit
     form. Returns ``packed_linear_bytes`` (bits + scales + biases of the binarized layers),
     ``fp16_linear_bytes`` (the same layers' weights and biases in fp16) and ``file_bytes``.
+    Every rank of an FSDP2-sharded model calls it; the first one writes (see the module docstring).
     """
     layers = binary_layers(model)
     if not layers:
@@ -74,17 +82,30 @@ def save_packed(model: PreTrainedModel, save_directory: str | Path) -> dict[str,
             "finish the schedule (or call set_binarization_mix(model, 1.0)) before exporting"
         )
     state = model.state_dict()
-    if any(t.is_floating_point() and not torch.isfinite(t).all() for t in state.values()):
+    group = shard_group(state.values(), "save_packed")
+    nonfinite = [float(t.is_floating_point() and not torch.isfinite(local(t)).all()) for t in state.values()]
+    if sum_across(torch.tensor(nonfinite, device=local(next(iter(state.values()))).device), group).any():
         raise ValueError("save_packed: the model has NaN/inf values; refusing to export them")
-    tensors = {}
-    for name, layer in layers.items():
-        tensors |= _layer_tensors(name, layer)
     prefixes = tuple(f"{name}." for name in layers)
-    rest, aliases = split_tied({key: t for key, t in state.items() if not key.startswith(prefixes)})
-    tensors |= {key: tensor.detach() for key, tensor in rest.items()}
+    rest, aliases = split_tied({key: local(t) for key, t in state.items() if not key.startswith(prefixes)})
+    keys = [f"{name}.{part}" for name in layers for part in LAYER_TENSORS if f"{name}.{part}" in state] + list(rest)
+    writer = group is None or dist.get_rank(group) == 0
+    whole = {key: gathered(state[key], keep=writer) for key in keys}  # every rank takes part in each gather
+    sizes = [_write(model, layers, whole, rest, aliases, Path(save_directory)) if writer else None]
+    if group is not None:
+        dist.broadcast_object_list(sizes, group=group, group_src=0)
+    return sizes[0]
+
+
+def _write(model: PreTrainedModel, layers: dict, whole: dict, rest: dict, aliases: dict, save_directory: Path) -> dict:
+    """Write the config and the packed file from the whole tensors; the sizes :func:`save_packed` returns."""
+    tensors = {}
+    for name in layers:
+        tensors |= _layer_tensors(name, whole)
+    prefixes = tuple(f"{name}." for name in layers)
+    tensors |= {key: whole[key].detach() for key in rest}
     shapes = {name: [layer.in_features, layer.out_features, layer.bias is not None] for name, layer in layers.items()}
     metadata = {"format": FORMAT, "binary_layers": json.dumps(shapes), "aliases": json.dumps(aliases)}
-    save_directory = Path(save_directory)
     save_directory.mkdir(parents=True, exist_ok=True)
     model.config.save_pretrained(save_directory)
     save_file({key: t.contiguous().cpu() for key, t in tensors.items()}, save_directory / PACKED_FILE, metadata)

@@ -3,16 +3,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hf_ext._sharded import chunk_sizes, sharding
+from hf_ext._sharded import sharding
 from hf_ext.optim.shared.sharding import OwnerExchange, assign_owners
 
 SCRIPT = Path(__file__).with_name("_sharding_run.py")
-
-
-@pytest.mark.parametrize(("length", "parts"), [(8, 2), (5, 2), (6, 4), (1, 2), (0, 3), (49152, 8)])
-def test_chunk_sizes_are_torch_chunk_blocks(length, parts):
-    blocks = [len(block) for block in torch.arange(length).chunk(parts)]
-    assert chunk_sizes(length, parts) == tuple(blocks + [0] * (parts - len(blocks)))
 
 
 def test_owners_go_to_the_least_loaded_rank_and_appending_keeps_them():

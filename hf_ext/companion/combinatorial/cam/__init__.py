@@ -10,6 +10,7 @@ from .baselines import (
     exact_mis,
     greedy_maxcut,
     greedy_mis,
+    iterated_local_search_mis,
     local_search_maxcut,
     local_search_mis,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "greedy_mis",
     "initial_model",
     "is_independent",
+    "iterated_local_search_mis",
     "local_search_maxcut",
     "local_search_mis",
     "objective",

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from hf_ext.companion.combinatorial.cam import (
     Graph,
@@ -9,6 +10,7 @@ from hf_ext.companion.combinatorial.cam import (
     exact_mis,
     greedy_maxcut,
     greedy_mis,
+    iterated_local_search_mis,
     local_search_maxcut,
     local_search_mis,
 )
@@ -30,6 +32,30 @@ def test_mis_references_on_a_star_and_a_random_graph():
     search = local_search_mis(graph, greedy)
     assert optimal and all(independent(graph, s) for s in (exact, greedy, search))
     assert greedy.sum() <= search.sum() <= exact.sum()
+
+
+def test_iterated_local_search_reaches_the_exact_mis_where_2_improvement_stops_short():
+    graph = erdos_renyi(60, 0.15, 1)
+    greedy, exact = greedy_mis(graph), exact_mis(graph, time_limit=30)[0]
+    assert local_search_mis(graph, greedy).sum() == 17 and exact.sum() == 20
+    found = iterated_local_search_mis(graph, greedy, max_iterations=300, seed=0)
+    assert independent(graph, found) and found.sum() == exact.sum()
+    # no perturbation: free insertions and (1, 2)-swaps alone, as local_search_mis; the star's center gives way
+    star = Graph(5, np.array([[0, 1], [0, 2], [0, 3], [0, 4]]))
+    assert iterated_local_search_mis(star, np.eye(5, dtype=bool)[0], max_iterations=0).tolist() == [0, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    "start, time_limit, message",
+    [(np.ones(5, bool), 1.0, "`start` must be an independent set of 5 booleans"),
+     (np.zeros(4, bool), 1.0, "`start` must be an independent set of 5 booleans"),
+     (np.zeros(5, bool), 0.0, "`time_limit` must be > 0"),
+     (np.zeros(5, bool), float("nan"), "`time_limit` must be a finite number")],
+)
+def test_iterated_local_search_refuses_bad_input_by_name(start, time_limit, message):
+    star = Graph(5, np.array([[0, 1], [0, 2], [0, 3], [0, 4]]))
+    with pytest.raises(ValueError, match=f"iterated_local_search_mis: {message}"):
+        iterated_local_search_mis(star, start, time_limit=time_limit)
 
 
 def test_maxcut_references_on_a_triangle_and_a_ba_graph():

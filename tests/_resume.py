@@ -4,7 +4,7 @@ Nothing a process holds may decide a resumed run's numbers (a model's warm start
 generators' state), so each part runs in a process of its own: the whole run into one folder; the
 same run into another, SIGKILLed (with every process it started) once ``killed_when(folder)``
 holds; the resume in a third process. The two folders must then hold the same bytes, but for their
-own path and the JSON keys a caller names (timings, counts of this invocation's LLM calls).
+own path and the JSON keys a caller names (timings, counts of what this invocation did).
 """
 
 import json
@@ -56,15 +56,18 @@ def _without(value, keys: set[str]):
     return value
 
 
-def outputs(folder: Path, ignored_keys: set[str] = frozenset()) -> dict[str, bytes]:
-    """Every file under ``folder`` by relative path: its bytes, ``folder`` itself written as ``<output_dir>``, and
-    JSON files without ``ignored_keys`` (at any depth)."""
+def outputs(folder: Path, ignored_keys: dict[str, set[str]] | None = None) -> dict[str, bytes]:
+    """Every file under ``folder`` by relative path: its bytes with ``folder`` itself written as ``<output_dir>``;
+    a JSON or JSON-lines file named in ``ignored_keys`` is compared without those keys (at any depth)."""
     files = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        name = str(path.relative_to(folder))
         data = path.read_bytes().replace(str(folder).encode(), b"<output_dir>")
-        if path.suffix == ".json" and ignored_keys:
-            data = json.dumps(_without(json.loads(data), set(ignored_keys)), indent=1).encode()
-        files[str(path.relative_to(folder))] = data
+        if name in (ignored_keys or {}):
+            documents = data.splitlines() if path.suffix == ".jsonl" else [data]
+            records = [json.loads(document) for document in documents]
+            data = b"\n".join(json.dumps(_without(record, ignored_keys[name])).encode() for record in records)
+        files[name] = data
     return files
 
 
@@ -72,7 +75,7 @@ def assert_resumes_identically(
     command: Callable[[Path], list[str]],
     killed_when: Callable[[Path], bool],
     tmp_path: Path,
-    ignored_keys: set[str] = frozenset(),
+    ignored_keys: dict[str, set[str]] | None = None,
 ) -> dict[str, bytes]:
     """Run ``command(folder)`` whole; run it again, SIGKILLed once ``killed_when(folder)`` holds, then resume it in a
     new process; assert both folders hold the same :func:`outputs`, and return them."""

@@ -240,6 +240,29 @@ def plot_bands(
     return _save(figure, path)
 
 
+def plot_line_panels(
+    panels: Mapping[str, Mapping[str, Sequence[tuple[float, float]]]],
+    path: str | Path,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    ncols: int = 2,
+) -> Figure:
+    """A grid of panels; in each, one line with point markers per series of (x, y) pairs (NaN y not drawn)."""
+    nrows = -(-len(panels) // ncols)
+    figure, axes = _figure(nrows, ncols, panel_size=(4.5, 3.5))
+    for ax, (panel, series) in zip(axes.flat[: len(panels)], panels.items(), strict=True):
+        for name, points in series.items():
+            x, y = zip(*points, strict=True) if points else ((), ())
+            ax.plot(x, y, marker="o", label=display_name(name))
+        _label(ax, xlabel, ylabel, panel)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
+    figure.suptitle(title)
+    return _save(figure, path)
+
+
 def plot_log_sweeps(
     panels: Mapping[str, Mapping[str, Sequence[Sequence[float]]]],
     x: Sequence[float],

@@ -13,9 +13,14 @@ in ``output_dir/coco/index.jsonl``; ``methods``, ``functions``, ``instances``, `
 ``seed`` is refused before any work (``output_dir/coco/settings.json``; cocopp would pool the two seeds). Then
 each method on the external noisy tasks (a scikit-learn hyperparameter search and a cart-pole policy), one run
 per task seed, judged at the method's final mean. Writes ``runs.csv`` (final best noise-free f - f_opt per
-run), ``winloss.csv`` (wins/losses/ties and the sign-test p-value of each challenger against each other method,
-per budget), ``tasks.csv``, ``results.json``, ``ecdf.png`` (fraction of COCO's 51 targets reached against
-evaluations / D) and ``winloss.png`` to ``output_dir``, for the runs of this invocation's settings.
+run, with its per-generation misranking in the index), ``winloss.csv`` (wins/losses/ties, the sign-test and
+Wilcoxon signed-rank p-values of each challenger against each other method, per budget), ``slices.csv`` (the
+same inside and outside the high-misranking slice, per function group; needs ``sep_cma``, whose run measures each
+problem's misranking), ``tasks.csv``, ``results.json``, ``ecdf.png`` (fraction of COCO's 51 targets reached
+against evaluations / D), ``winloss.png`` and ``winrate_misranking.png`` (RB-PEM's win rate against each method
+by misranking bin) to ``output_dir``, for the runs of this invocation's settings.
+
+    hf-ext run pem --config pem_suite dimension=2    # the whole suite, budgets 100 D and 1000 D, every method
 """
 
 import statistics
@@ -32,12 +37,14 @@ from trl import TrlParser
 from hf_ext._validation import check_finite_fields
 from hf_ext.companion.es import METHODS, CocoConfig, run_coco
 from hf_ext.companion.es.coco import EXDATA
-from hf_ext.companion.es.compare import ecdf, wins_losses
+from hf_ext.companion.es.compare import ecdf, run_misranking, slice_tests, win_rate_by_misranking, wins_losses
 from hf_ext.companion.es.tasks import TASKS, run_task
-from hf_ext.plotting import plot_bands, plot_grouped_bars
+from hf_ext.plotting import plot_bands, plot_grouped_bars, plot_line_panels
 from hf_ext.recipes._results import write_results, write_rows
 
 CHALLENGERS = ("rb_pem", "probe_switch")
+REFERENCE = "sep_cma"  # its run's misranking places a problem in or out of the high-misranking slice
+MISRANKING_BINS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 
 
 @dataclass
@@ -57,6 +64,13 @@ class PemArguments:
     task_seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "One task run per seed."})
     task_budget_multiplier: int = field(default=100, metadata={"help": "Task budget in evaluations per dimension."})
     task_repeats: int = field(default=30, metadata={"help": "Fresh evaluations that judge a task's result (>= 1)."})
+    misranking_threshold: float = field(
+        default=0.25,
+        metadata={
+            "help": "The high-misranking slice: problems whose sep-CMA-ES run reverses at least this fraction of "
+            "its candidate pairs on average (in [0, 0.5]; 0.25 is Kendall's tau <= 0.5 between noisy and true values)."
+        },
+    )
     workers: int = field(default=2, metadata={"help": "Runs in parallel (processes, >= 1)."})
     output_dir: str = field(default="outputs/pem", metadata={"help": "Where COCO's folders, CSV, JSON and PNG go."})
 
@@ -65,6 +79,10 @@ class PemArguments:
         unknown = [task for task in self.tasks if task not in TASKS]
         if unknown:
             raise ValueError(f"PemArguments: `tasks` must be from {list(TASKS)}, got {self.tasks}")
+        if not 0 <= self.misranking_threshold <= 0.5:
+            raise ValueError(
+                f"PemArguments: `misranking_threshold` must be in [0, 0.5], got {self.misranking_threshold}"
+            )
         for name in ("task_budget_multiplier", "task_repeats"):
             if getattr(self, name) < 1:
                 raise ValueError(f"PemArguments: `{name}` must be an integer >= 1, got {getattr(self, name)}")
@@ -103,6 +121,38 @@ def win_loss_table(records: list[dict], args: PemArguments) -> list[dict]:
         for other in args.methods
         if other != ours
     ]
+
+
+def misranking_slices(records: list[dict], args: PemArguments) -> list[dict]:
+    """Each challenger against every other method, per budget, inside and outside the high-misranking slice, per
+    function group (empty without the reference method's runs, which measure each problem's misranking)."""
+    if REFERENCE not in args.methods:
+        return []
+    return [
+        row
+        for ours in CHALLENGERS
+        if ours in args.methods
+        for other in args.methods
+        if other != ours
+        for row in slice_tests(records, ours, other, args.misranking_threshold, REFERENCE)
+    ]
+
+
+def plot_win_rate(records: list[dict], args: PemArguments, path: Path) -> None:
+    """One panel per budget: RB-PEM's win rate against each other method over bins of the problems' misranking."""
+    panels = {
+        f"budget {k}D, D = {args.dimension}": {
+            f"vs {other}": [
+                ((b["low"] + b["high"]) / 2, b["win_rate"])
+                for b in win_rate_by_misranking(records, "rb_pem", other, k, MISRANKING_BINS, REFERENCE)
+            ]
+            for other in args.methods
+            if other != "rb_pem"
+        }
+        for k in args.budget_multipliers
+    }
+    title = "RB-PEM's win rate against the pair misranking of sep-CMA-ES's run"
+    plot_line_panels(panels, path, title, "misranking (mean over generations)", "wins / (wins + losses)")
 
 
 def run_tasks(args: PemArguments) -> list[dict]:
@@ -153,7 +203,13 @@ def main(argv: list[str] | None = None) -> dict:
     task_runs = run_tasks(args) if args.tasks else []
     table = win_loss_table(records, args)
     out.mkdir(parents=True, exist_ok=True)
-    write_rows(out / "runs.csv", [{k: v for k, v in r.items() if k != "trajectory"} for r in records])
+    write_rows(
+        out / "runs.csv",
+        [
+            {k: v for k, v in r.items() if k not in ("trajectory", "misranking")} | {"misranking": run_misranking(r)}
+            for r in records
+        ],
+    )
     if table:
         write_rows(out / "winloss.csv", table)
         bars = {
@@ -161,10 +217,15 @@ def main(argv: list[str] | None = None) -> dict:
             for kind in ("wins", "losses")
         }
         plot_grouped_bars(bars, out / "winloss.png", "bbob-noisy (function, instance) pairs", "pairs")
+    slices = misranking_slices(records, args)
+    if slices:
+        write_rows(out / "slices.csv", slices)
+        if "rb_pem" in args.methods:
+            plot_win_rate(records, args, out / "winrate_misranking.png")
     if task_runs:
         write_rows(out / "tasks.csv", task_runs)
     plot_ecdf(records, args, out / "ecdf.png")
-    results = {"winloss": table, "tasks": summarize_tasks(task_runs), "args": asdict(args)}
+    results = {"winloss": table, "slices": slices, "tasks": summarize_tasks(task_runs), "args": asdict(args)}
     write_results(out, results)
     for row in table:
         print(

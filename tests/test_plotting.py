@@ -8,7 +8,14 @@ from matplotlib.collections import PolyCollection
 from matplotlib.container import ErrorbarContainer
 
 from hf_ext.plasticity import plot_sweep
-from hf_ext.plotting import display_name, plot_bands, plot_curves, plot_log_sweeps, plot_seed_curves
+from hf_ext.plotting import (
+    display_name,
+    plot_bands,
+    plot_curves,
+    plot_line_panels,
+    plot_log_sweeps,
+    plot_seed_curves,
+)
 from hf_ext.recipes.agzo_finetune import plot_losses
 
 
@@ -122,3 +129,12 @@ def test_log_sweep_over_about_a_decade_labels_no_overlapping_minor_ticks(tmp_pat
     ax = figure.axes[0]  # the second is the hidden spare of the 2-column grid
     assert not [label.get_text() for label in ax.get_xticklabels(minor=True) if label.get_text()]
     assert not _overlapping_x_texts(figure)
+
+
+def test_line_panels_draw_each_series_at_its_x_values(tmp_path):
+    panels = {"100D": {"vs sep_cma": [(0.05, 0.4), (0.15, float("nan")), (0.3, 0.7)]}, "1000D": {"vs pycma": []}}
+    figure = plot_line_panels(panels, tmp_path / "w.png", "t", "misranking", "win rate")
+    (line,) = figure.axes[0].lines
+    np.testing.assert_array_equal(line.get_xdata(), [0.05, 0.15, 0.3])
+    assert [ax.get_title() for ax in figure.axes] == ["100D", "1000D"]
+    assert (tmp_path / "w.png").stat().st_size > 1000

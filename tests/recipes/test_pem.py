@@ -24,6 +24,7 @@ def test_quick_run_writes_coco_folders_csv_json_png(quick_run, capfd):
         runs = list(csv.DictReader(handle))
     assert len(runs) == 4 * 2  # methods x functions (one instance, one budget)
     assert all(int(run["evaluations"]) == 20 * 2 for run in runs)
+    assert all(0 <= float(run["misranking"]) <= 1 for run in runs)  # mean pair misranking of the run
     assert (out / "coco" / "exdata" / "rb_pem_20D" / "f101_i01_d2" / "bbobexp_f101.info").exists()
     with (out / "winloss.csv").open() as handle:
         table = list(csv.DictReader(handle))
@@ -33,6 +34,11 @@ def test_quick_run_writes_coco_folders_csv_json_png(quick_run, capfd):
     assert set(results["tasks"]) == {f"cartpole/{m}" for m in ("rb_pem", "probe_switch", "sep_cma", "pycma_noise")}
     assert all({"mean", "std", "mean_at_xbest"} <= set(summary) for summary in results["tasks"].values())
     assert (out / "ecdf.png").stat().st_size > 1000 and (out / "winloss.png").stat().st_size > 1000
+    with (out / "slices.csv").open() as handle:
+        slices = list(csv.DictReader(handle))
+    # per challenger, baseline, budget: inside and outside the slice, for all functions and the three groups
+    assert len(slices) == 2 * 3 * 2 * 4 and slices == [{k: str(v) for k, v in row.items()} for row in results["slices"]]
+    assert (out / "winrate_misranking.png").stat().st_size > 1000
 
 
 def test_a_rerun_with_another_seed_is_refused_before_any_work(quick_run):
@@ -57,6 +63,7 @@ def test_a_field_set_by_the_user_wins_over_the_quick_config():
         ({"dimension": 7}, r"`dimension` must be one of \[2, 3, 5, 10, 20, 40\]"),
         ({"budget_multipliers": [0]}, "`budget_multipliers` must be a non-empty list of integers >= 1"),
         ({"tasks": ["pendulum"]}, r"`tasks` must be from \['cv_hyperparameters', 'cartpole'\]"),
+        ({"misranking_threshold": 0.7}, r"`misranking_threshold` must be in \[0, 0.5\]"),
     ],
 )
 def test_refuses_bad_settings(fields, message):

@@ -21,6 +21,7 @@ one standard deviation) to ``output_dir``.
 """
 
 import math
+import os
 import queue
 import statistics
 import warnings
@@ -28,6 +29,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from multiprocessing import Manager
 from pathlib import Path
 
@@ -270,6 +272,14 @@ def _drain(rounds_done, bar: tqdm) -> None:
             return
 
 
+def _report_from_worker(rounds_done, recipe_pid: int, rounds: int) -> None:
+    """Tell the recipe's process of ``rounds`` done; end this worker if that process is gone (SIGKILLed, out of
+    memory). An orphaned worker would go on appending to histories that a rerun resumes: two writers, one file."""
+    if os.getppid() != recipe_pid:
+        os._exit(1)  # not an exception: the worker would take the next queued run
+    rounds_done.put(rounds)
+
+
 def run_all(jobs: list[tuple], args: BORobustArguments) -> list[dict]:
     """Every run, ``args.workers`` at a time, under one progress bar of the rounds done across all of them."""
     with tqdm(total=len(jobs) * args.rounds, desc="bo_robust", unit="round") as bar:
@@ -281,7 +291,8 @@ def run_all(jobs: list[tuple], args: BORobustArguments) -> list[dict]:
             ProcessPoolExecutor(args.workers, initializer=torch.set_num_threads, initargs=(1,)) as pool,
         ):
             rounds_done = manager.Queue()
-            futures = [pool.submit(run_one, *job, rounds_done.put) for job in jobs]
+            report = partial(_report_from_worker, rounds_done, os.getpid())
+            futures = [pool.submit(run_one, *job, report) for job in jobs]
             pending = set(futures)
             while pending:
                 finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)

@@ -1,6 +1,8 @@
 """PEM on bbob-noisy: wins/losses of RB-PEM and probe-and-switch against sep-CMA-ES, resampling and pycma.
 
     python benchmarks/pem.py [--seeds 0 1 2] [--instances 1 2 3] [--dimension 10]
+    python benchmarks/pem.py --bias-only                          # the update bias on every function, D = 2
+    python benchmarks/pem.py --suite-dir outputs/pem_suite        # the misranking-slice report of the suite runs
 
 Runs the ``pem`` recipe (D = 10, budgets 100 D and 200 D, f101-f130, ``--instances``; the external tasks with
 ``--seeds``) and reports, per budget, RB-PEM's and probe-and-switch's wins/losses/ties against every other
@@ -15,6 +17,7 @@ shared CPU cores). A rerun into the same ``--output-dir`` reuses the COCO runs a
 post-processing of the same runs: ``python -m cocopp -o <output-dir>/pem/ppdata <output-dir>/pem/coco/exdata/*``.
 """
 
+import csv
 import statistics
 import time
 from pathlib import Path
@@ -23,7 +26,9 @@ import cocoex
 import numpy as np
 from _harness import benchmark_parser, emit, save_json
 
-from hf_ext.companion.es import ESConfig, LogWeights, SepCMAES, make_weight_scheme
+from hf_ext.companion.es import ESConfig, LogWeights, SepCMAES, make_weight_scheme, read_index
+from hf_ext.companion.es.compare import FUNCTION_GROUPS, slice_tests, win_rate_by_misranking
+from hf_ext.plotting import plot_line_panels
 from hf_ext.recipes.pem import main as run_recipe
 
 FUNCTIONS = range(101, 131)  # all of bbob-noisy
@@ -86,6 +91,79 @@ def weight_seconds(dimension: int, repeats: int = 300) -> dict:
     return {"hard_seconds": hard_s, "rb_pem_seconds": pem_s, "popsize": es.popsize, "replicates": config.replicates}
 
 
+def misranking_table(records: list[dict], reference: str = "sep_cma", early: int = 10) -> dict:
+    """Per (function, dimension): the mean over instances of the pair misranking of ``reference``'s largest-budget
+    run, over its first ``early`` generations and over all of them."""
+    budget = max(r["budget_multiplier"] for r in records)
+    table = {}
+    for r in records:
+        if r["method"] == reference and r["budget_multiplier"] == budget:
+            values = [v for v in r["misranking"] if v is not None]
+            table.setdefault(f"f{r['function']}_{r['dimension']}D", []).append(
+                (statistics.fmean(values[:early]), statistics.fmean(values))
+            )
+    return {
+        key: {"early": statistics.fmean(e for e, _ in runs), "whole_run": statistics.fmean(w for _, w in runs)}
+        for key, runs in sorted(table.items())
+    }
+
+
+def suite_report(suite_dir: str, threshold: float, output_dir: str) -> dict:
+    """RB-PEM against every other method over the runs of ``hf-ext run pem --config pem_suite`` in ``suite_dir``
+    (any dimensions): wins/losses inside and outside the high-misranking slice, per budget and function group,
+    each dimension apart and all together, with the sign and Wilcoxon signed-rank tests; the win rate by misranking
+    bin (plot); the misranking of each function. Writes pem_suite_slices.csv and pem_suite_winrate.png."""
+    records = read_index(Path(suite_dir) / "coco")
+    dimensions = sorted({r["dimension"] for r in records})
+    baselines = sorted({r["method"] for r in records} - {"rb_pem"})
+    rows = []
+    for chosen in [[d] for d in dimensions] + ([dimensions] if len(dimensions) > 1 else []):
+        subset = [r for r in records if r["dimension"] in chosen]
+        label = "+".join(map(str, chosen))
+        rows += [
+            {"dimensions": label} | row
+            for other in baselines
+            for row in slice_tests(subset, "rb_pem", other, threshold)
+        ]
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "pem_suite_slices.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    budgets = sorted({r["budget_multiplier"] for r in records})
+    edges = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
+    panels = {
+        f"budget {k}D, D = {'+'.join(map(str, dimensions))}": {
+            f"vs {other}": [
+                ((b["low"] + b["high"]) / 2, b["win_rate"])
+                for b in win_rate_by_misranking(records, "rb_pem", other, k, edges)
+            ]
+            for other in baselines
+        }
+        for k in budgets
+    }
+    title = "RB-PEM's win rate against the pair misranking of sep-CMA-ES's run"
+    plot_line_panels(panels, out / "pem_suite_winrate.png", title, "misranking (mean over generations)", "win rate")
+    everything = "+".join(map(str, dimensions))
+    summary = {
+        f"{row['budget']} {row['slice']} vs {row['baseline']}": (
+            f"{row['wins']}/{row['losses']}/{row['ties']} sign p={row['p_value']:.2g} "
+            f"wilcoxon p={row['wilcoxon_p_value']:.2g}"
+        )
+        for row in rows
+        if row["dimensions"] == everything and row["group"] == "all"
+    }
+    return {
+        "dimensions": dimensions,
+        "runs": len(records),
+        "groups": {name: [min(f), max(f)] for name, f in FUNCTION_GROUPS.items()},
+        "rb_pem_all_groups": summary,
+        "misranking": misranking_table(records),
+        "slices": rows,
+    }
+
+
 def main() -> None:
     parser = benchmark_parser(__doc__, seeds=[0, 1, 2], seeds_help="external tasks")
     parser.add_argument("--instances", type=int, nargs="+", default=[1, 2, 3])
@@ -97,8 +175,17 @@ def main() -> None:
         "--bias-warmups", type=int, nargs="+", default=[0, 50], help="sep-CMA-ES evaluations / D before fixing"
     )
     parser.add_argument("--bias-only", action="store_true", help="only the update bias and the weights' time")
+    parser.add_argument(
+        "--suite-dir", help="only the misranking-slice report of the pem_suite runs in this output_dir of the recipe"
+    )
+    parser.add_argument("--misranking-threshold", type=float, default=0.25, help="the high-misranking slice")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.suite_dir:
+        report = suite_report(args.suite_dir, args.misranking_threshold, args.output_dir)
+        save_json(args.output_dir, "pem_suite", report)
+        emit({key: report[key] for key in ("dimensions", "runs", "rb_pem_all_groups")})
+        return
     summary = {"seeds": args.seeds}
     results = {"winloss": [], "tasks": {}}
     if not args.bias_only:

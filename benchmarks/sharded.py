@@ -2,13 +2,24 @@
 
     python benchmarks/sharded.py [--world-sizes 1 2 4] [--seeds 0 1] [--methods ...]
 
-For each world size it starts ``torchrun --nproc_per_node N`` on CPU (gloo) once; the workers run
-every method on a small Llama from ``hf_ext.models.tiny_causal_lm`` for ``--steps`` steps, the same
-global batch each step (each rank its 1/N of it): on one process (rank 0, the whole batch), on
-FSDP2 shards (``fully_shard`` on each block, then the root) and under DDP. Reported per method and
-world size: the largest parameter difference from one process (relative to each tensor's largest
-entry), and the same for a run saved after step 2 with torch.distributed.checkpoint and resumed in
-new processes. The last line is JSON.
+For each world size N it starts ``torchrun --nproc_per_node N`` on CPU (gloo) twice. The first
+launch runs every method on a small Llama from ``hf_ext.models.tiny_causal_lm`` for ``--steps``
+steps, the same global batch each step (each rank its 1/N of it): on one process (rank 0,
+accumulating the N micro-batches, so that its gradient is the ranks' average), on FSDP2 shards
+(``fully_shard`` on each block, then the root) and under DDP, and saves the sharded runs after step
+2 with torch.distributed.checkpoint; the second resumes those in new processes and finishes them.
+A last launch repeats N = 2 in bfloat16. Reported per method and N:
+
+- parity: the largest parameter difference from one process, relative to each tensor's largest entry;
+- resume: the same between the resumed and the uninterrupted run;
+- bytes of parameters + optimizer state on the fullest rank, and that times N over one process's
+  (1.0: memory falls as 1/N);
+- bytes each rank hands to the collectives the optimizer step calls (``all_reduce``,
+  ``all_to_all_single``; DTensor collectives the step would trigger are counted apart and are 0);
+- the training step's time under FSDP2 over DDP (CPU, so a sanity check, not a GPU figure);
+
+and, from each optimizer's per-parameter state (checked against the measured bytes), the memory per
+GPU of an 8B Llama (Llama-3-8B shapes) on 8 GPUs. The last line is JSON.
 
 The tests launch the worker once for all methods (``tests/optim/test_sharded_parity.py``):
 ``torchrun --nproc_per_node 2 benchmarks/sharded.py --worker --output-dir DIR``.
@@ -17,22 +28,30 @@ The tests launch the worker once for all methods (``tests/optim/test_sharded_par
 import argparse
 import copy
 import os
+import statistics
+import subprocess
 import sys
+import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from _harness import benchmark_parser, emit, save_json
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.debug import CommDebugMode
 
 from hf_ext.models import tiny_causal_lm
 from hf_ext.optim import NGN, SPS, GradientSmoothing, MuonWithAdamW, Scion, SymmetryCurvature
+from hf_ext.optim.shared.sharding import assign_owners
 
 MODES = ("single", "fsdp", "ddp")
+GIB = 1024**3
 
 
 def _by_dimension(model: nn.Module) -> list[dict]:
@@ -75,6 +94,41 @@ def prepare(model: nn.Module, mode: str) -> nn.Module:
     return model
 
 
+def local_bytes(tensor: torch.Tensor) -> int:
+    part = tensor.to_local() if isinstance(tensor, DTensor) else tensor
+    return part.numel() * part.element_size()
+
+
+def state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of the optimizer's state tensors on this rank."""
+    entries = optimizer.state.values()
+    return sum(local_bytes(v) for entry in entries for v in entry.values() if isinstance(v, torch.Tensor))
+
+
+@contextmanager
+def counted_collectives(counts: dict):
+    """Adds to ``counts["bytes"]`` what this rank hands to ``all_reduce`` and sends to other ranks by
+    ``all_to_all_single`` (the collectives hf_ext's optimizers call) while open; to ``counts["calls"]``, the calls."""
+    all_reduce, all_to_all_single = dist.all_reduce, dist.all_to_all_single
+
+    def counted_all_reduce(tensor, *args, **kwargs):
+        counts["bytes"] += tensor.numel() * tensor.element_size()
+        counts["calls"] += 1
+        return all_reduce(tensor, *args, **kwargs)
+
+    def counted_all_to_all_single(output, input, output_split_sizes, input_split_sizes, group=None, **kwargs):
+        own = input_split_sizes[dist.get_rank(group)]
+        counts["bytes"] += (input.numel() - own) * input.element_size()
+        counts["calls"] += 1
+        return all_to_all_single(output, input, output_split_sizes, input_split_sizes, group=group, **kwargs)
+
+    dist.all_reduce, dist.all_to_all_single = counted_all_reduce, counted_all_to_all_single
+    try:
+        yield
+    finally:
+        dist.all_reduce, dist.all_to_all_single = all_reduce, all_to_all_single
+
+
 def train(
     method: str,
     mode: str,
@@ -83,16 +137,15 @@ def train(
     checkpoint: Path | None = None,
     save_at: int | None = None,
     resume_at: int | None = None,
-) -> dict[str, torch.Tensor]:
-    """``len(data)`` steps of ``method``; the whole parameters afterwards (every rank).
-
-    With ``save_at``, model and optimizer are saved to ``checkpoint`` after that many steps
-    (torch.distributed.checkpoint); with ``resume_at``, loaded from it first, and the run takes the
-    steps after that one.
+) -> dict:
+    """``len(data)`` steps of ``method``: the whole parameters afterwards and this rank's measurements.
 
     Each step's global batch is split into one micro-batch per rank. One process (``single``) takes
     them all in turn and accumulates ``loss / N``: the gradient the ranks' average makes, summed in the
     same order (bit for bit at N = 2), so what differs is only the distributed optimizer step.
+    With ``save_at``, model and optimizer are saved to ``checkpoint`` after that many steps
+    (torch.distributed.checkpoint); with ``resume_at``, loaded from it first, and the run takes the
+    steps after that one.
     """
     world_size, rank = dist.get_world_size(), dist.get_rank()
     model = copy.deepcopy(base)
@@ -103,7 +156,9 @@ def train(
         state = {"model": model_state, "optimizer": optimizer_state}
         dcp.load(state, checkpoint_id=checkpoint)
         set_state_dict(forward, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+    run = {"sent": [], "implicit": 0, "seconds": []}
     for step, ids in enumerate(data[resume_at or 0 :], start=(resume_at or 0) + 1):
+        start = time.perf_counter()
         if mode == "single":
             loss = 0.0
             for part in ids.chunk(world_size):
@@ -119,38 +174,57 @@ def train(
             loss /= world_size
         if hasattr(optimizer, "set_loss"):  # FSDP2: the optimizer averages the ranks' losses itself
             optimizer.set_loss(loss)
-        optimizer.step()
+        counts = {"bytes": 0, "calls": 0}
+        with counted_collectives(counts), CommDebugMode() as every:  # CommDebugMode sees all, DTensor's too
+            optimizer.step()
         optimizer.zero_grad()
+        run["seconds"].append(time.perf_counter() - start)
+        run["sent"].append(counts["bytes"])
+        run["implicit"] += every.get_total_counts() - counts["calls"]
         if step == save_at:
             model_state, optimizer_state = get_state_dict(forward, optimizer)
             dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=checkpoint)
-    return {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone() for n, p in model.named_parameters()}
+    run["param_bytes"] = sum(local_bytes(p) for p in model.parameters())
+    run["state_bytes"] = state_bytes(optimizer)
+    run["params"] = {
+        n: (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone() for n, p in model.named_parameters()
+    }
+    return run
 
 
 def worker(args: argparse.Namespace) -> None:
-    """One torchrun process: every method in every mode; rank 0 writes ``{method}.pt`` with each mode's parameters."""
+    """One torchrun process: every method in every mode and seed; rank 0 writes ``seed{s}/{method}.pt`` (each mode's
+    run, its measurements listed per rank) and ``seed{s}/initial.pt``."""
     dist.init_process_group("gloo")
-    torch.manual_seed(0)
-    base, _ = tiny_causal_lm(seed=args.seed, hidden_size=args.hidden_size, num_layers=args.layers)
-    data = batches(args.seed, args.steps, args.batch_size)
-    out = Path(args.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if dist.get_rank() == 0:
-        torch.save({n: p.detach().clone() for n, p in base.named_parameters()}, out / "initial.pt")
-    for method in args.methods:
-        results = {}
-        for mode in args.modes:
-            if mode == "single" and dist.get_rank() != 0:
-                continue
-            checkpoint = out / "checkpoints" / f"{method}-{mode}"
-            if args.resume_at is not None and mode != "single":
-                results[mode] = train(method, mode, base, data, checkpoint, resume_at=args.resume_at)
-            elif args.resume_at is None:
-                save_at = args.save_at if mode != "single" else None
-                results[mode] = train(method, mode, base, data, checkpoint, save_at=save_at)
-        if dist.get_rank() == 0:
-            name = f"{method}-resumed" if args.resume_at is not None else method
-            torch.save(results, out / f"{name}.pt")
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    for seed in args.seeds:
+        torch.manual_seed(seed)
+        base, _ = tiny_causal_lm(seed=seed, hidden_size=args.hidden_size, num_layers=args.layers)
+        base.to(getattr(torch, args.dtype))
+        data = batches(seed, args.steps, args.batch_size)
+        out = Path(args.output_dir) / f"seed{seed}"
+        out.mkdir(parents=True, exist_ok=True)
+        if rank == 0:
+            torch.save({n: p.detach().clone() for n, p in base.named_parameters()}, out / "initial.pt")
+        for method in args.methods:
+            results = {}
+            for mode in args.modes:
+                checkpoint = out / "checkpoints" / f"{method}-{mode}"
+                if mode == "single":
+                    if rank == 0 and args.resume_at is None:
+                        results[mode] = train(method, mode, base, data) | {"ranks": 1}
+                    continue
+                if args.resume_at is not None:
+                    run = train(method, mode, base, data, checkpoint, resume_at=args.resume_at)
+                else:
+                    run = train(method, mode, base, data, checkpoint, save_at=args.save_at)
+                measured = {k: v for k, v in run.items() if k != "params"}
+                gathered = [None] * world_size
+                dist.all_gather_object(gathered, measured)
+                results[mode] = {k: [g[k] for g in gathered] for k in measured} | {"params": run["params"]}
+            if rank == 0:
+                name = f"{method}-resumed" if args.resume_at is not None else method
+                torch.save(results, out / f"{name}.pt")
     dist.destroy_process_group()
 
 
@@ -162,26 +236,148 @@ def relative_difference(params: dict[str, torch.Tensor], reference: dict[str, to
     )
 
 
+def launch(world_size: int, flags: list[str]) -> None:
+    """``torchrun --nproc_per_node world_size`` of this script's worker (one thread a process)."""
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    command = [torchrun, "--standalone", f"--nproc_per_node={world_size}", __file__, "--worker", *flags]
+    subprocess.run(command, check=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
+
+
+# Llama-3-8B: vocabulary 128256, hidden 4096, 32 layers, MLP 14336, 8 key-value heads of 128, untied head.
+LLAMA_8B = {"vocab": 128256, "hidden": 4096, "layers": 32, "mlp": 14336, "kv": 1024, "tied": False}
+
+
+def llama_shapes(c: dict) -> list[tuple[str, tuple[int, ...]]]:
+    """(role, shape) of every parameter: ``hidden`` for the blocks' matrices, ``other`` for the rest."""
+    h, m, kv = c["hidden"], c["mlp"], c["kv"]
+    block = [(h, h), (kv, h), (kv, h), (h, h), (m, h), (m, h), (h, m)]  # q, k, v, o, gate, up, down
+    shapes = [("other", (c["vocab"], h))] * (1 if c["tied"] else 2) + [("other", (h,))]  # embeddings, head, norm
+    for _ in range(c["layers"]):
+        shapes += [("hidden", s) for s in block] + [("other", (h,)), ("other", (h,))]
+    return shapes
+
+
+def state_elements(method: str, role: str, shape: tuple[int, ...]) -> int:
+    """Elements of optimizer state one parameter gets (whole, one process): what each optimizer allocates."""
+    numel = torch.Size(shape).numel()
+    if method in ("sps", "ngn"):
+        return 0
+    if method in ("ngn_m", "scion", "gradient_smoothing_scion"):
+        return numel  # momentum
+    if method == "gradient_smoothing_adamw" or (method == "muon_adamw" and role == "other"):
+        return 2 * numel + 1  # exp_avg, exp_avg_sq, step
+    if method == "muon_adamw":
+        return numel  # momentum
+    if role == "other" or len(shape) < 2:  # symmetry curvature, diagonal S: exp_avg, moment, mean_square
+        return 2 * numel + 1
+    return numel + 2 * shape[1] ** 2 + 1  # (permutation, identity): exp_avg, two in x in blocks of S, mean_square
+
+
+def per_gpu_bytes(method: str, shapes: list, ranks: int, element_bytes: int = 4) -> int:
+    """fp32 parameters and state on the fullest of ``ranks`` FSDP2 ranks: parameters and element-wise state split
+    evenly; symmetry curvature's hidden matrices' state whole on their owners, assigned as the optimizer does."""
+    owned = [s for r, s in shapes if method == "symmetry_curvature" and r == "hidden"]
+    split = sum(torch.Size(s).numel() for _, s in shapes)
+    split += sum(state_elements(method, r, s) for r, s in shapes if not (s in owned and r == "hidden"))
+    loads = [0] * ranks
+    for shape, owner in zip(owned, assign_owners([torch.Size(s).numel() for s in owned], ranks), strict=True):
+        loads[owner] += state_elements(method, "hidden", shape)
+    return (split // ranks + max(loads)) * element_bytes
+
+
+def _fullest_rank(run: dict) -> int:
+    """Bytes of parameters + optimizer state on the rank that holds the most."""
+    return max(p + s for p, s in zip(run["param_bytes"], run["state_bytes"], strict=True))
+
+
+def _time_ratio(run: dict) -> float:
+    """FSDP2's median step time over DDP's on rank 0, leaving out the first (warm-up) step."""
+    return statistics.median(run["fsdp"]["seconds"][0][1:]) / statistics.median(run["ddp"]["seconds"][0][1:])
+
+
+def summarize_world_size(runs: list[dict], resumed: list[dict], world_size: int) -> dict:
+    """One world size's numbers for one method (``runs``/``resumed``: one per seed; the largest differences)."""
+    row = {}
+    for mode in ("fsdp", "ddp"):
+        row[f"parity_{mode}"] = max(relative_difference(r[mode]["params"], r["single"]["params"]) for r in runs)
+        pairs = zip(resumed, runs, strict=True)
+        row[f"resume_{mode}"] = max(relative_difference(r[mode]["params"], u[mode]["params"]) for r, u in pairs)
+        row[f"bytes_{mode}"] = _fullest_rank(runs[0][mode])
+    single = runs[0]["single"]
+    row["bytes_single"] = single["param_bytes"] + single["state_bytes"]
+    row["state_bytes_single"] = single["state_bytes"]
+    row["memory_scaling_fsdp"] = row["bytes_fsdp"] * world_size / row["bytes_single"]
+    row["sent_per_step_fsdp"] = statistics.mean(b for r in runs for rank in r["fsdp"]["sent"] for b in rank)
+    row["implicit_collectives"] = sum(sum(r[mode]["implicit"]) for r in runs for mode in ("fsdp", "ddp"))
+    ratios = [_time_ratio(r) for r in runs]
+    row["time_fsdp_over_ddp"] = statistics.mean(ratios)
+    row["time_fsdp_over_ddp_std"] = statistics.stdev(ratios) if len(ratios) > 1 else 0.0
+    return row
+
+
+def summarize(out: Path, world_sizes: list[int], seeds: list[int], methods: list[str], model: dict) -> dict:
+    """Per method: each world size's numbers, whether the state rule predicts the measured one-process state
+    bytes, and the rule's memory per GPU for an 8B Llama on 8 GPUs."""
+    summary = {}
+    for method in methods:
+        rows = {}
+        for n in world_sizes:
+            folders = [out / f"n{n}" / f"seed{s}" for s in seeds]
+            runs = [torch.load(f / f"{method}.pt") for f in folders]
+            resumed = [torch.load(f / f"{method}-resumed.pt") for f in folders]
+            rows[n] = summarize_world_size(runs, resumed, n)
+        predicted_state = 4 * sum(state_elements(method, r, s) for r, s in llama_shapes(model))
+        summary[method] = {
+            "by_world_size": rows,
+            "state_rule_matches": rows[world_sizes[0]]["state_bytes_single"] == predicted_state,
+            "llama_8b_8_gpus_gib": per_gpu_bytes(method, llama_shapes(LLAMA_8B), 8) / GIB,
+        }
+    return summary
+
+
+def main(argv=None) -> dict:
+    args = parse(argv)
+    out = Path(args.output_dir)
+    shared = ["--seeds", *map(str, args.seeds), "--methods", *args.methods, "--steps", str(args.steps)]
+    for n in args.world_sizes:
+        flags = [*shared, "--output-dir", str(out / f"n{n}")]
+        launch(n, flags)
+        launch(n, [*flags, "--resume-at", str(args.save_at), "--modes", "fsdp", "ddp"])
+    bf16 = out / "bf16"
+    launch(2, [*shared, "--output-dir", str(bf16), "--dtype", "bfloat16", "--save-at", "0"])  # 0: no checkpoint
+    h = args.hidden_size  # tiny_causal_lm: two heads, one key-value head, MLP 4 h, tied embeddings
+    tiny = {"vocab": 49152, "hidden": h, "layers": args.layers, "mlp": 4 * h, "kv": h // 2, "tied": True}
+    summary = summarize(out, args.world_sizes, args.seeds, args.methods, tiny)
+    for method in args.methods:
+        runs = [torch.load(bf16 / f"seed{s}" / f"{method}.pt") for s in args.seeds]
+        for mode in ("fsdp", "ddp"):
+            summary[method][f"parity_bf16_{mode}"] = max(
+                relative_difference(r[mode]["params"], r["single"]["params"]) for r in runs
+            )
+    save_json(str(out), "sharded", {"args": vars(args), "summary": summary})
+    emit({"world_sizes": args.world_sizes, "seeds": args.seeds, "summary": summary})
+    return summary
+
+
 def parse(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = benchmark_parser(__doc__, seeds=[0, 1], output_dir="outputs/benchmarks/sharded")
     parser.add_argument("--worker", action="store_true", help="run as one torchrun process")
-    parser.add_argument("--output-dir", default="outputs/benchmarks/sharded")
+    parser.add_argument("--world-sizes", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--save-at", type=int, default=2, help="save FSDP2 and DDP runs after this step")
     parser.add_argument("--resume-at", type=int, help="resume the runs saved after this step and finish them")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=4, help="global batch (sequences of 16 tokens)")
     parser.add_argument("--hidden-size", type=int, default=16)
     parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
     arguments = parse()
     if arguments.worker:
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
         worker(arguments)
     else:
-        sys.exit("the launcher comes next; run with --worker under torchrun")
+        main()

@@ -23,18 +23,28 @@ spec.loader.exec_module(sharded)
 sys.path.remove(str(WORKER.parent))
 
 TOLERANCE = 1e-6  # fp32, relative to each tensor's largest entry
+BF16_TOLERANCE = 2**-8  # one bfloat16 rounding of the largest entry (measured: 0, bit for bit, as in fp32)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, torchrun) -> Path:
     out = tmp_path_factory.mktemp("sharded")
-    torchrun(WORKER, "--worker", "--output-dir", str(out), cwd=out)
-    return out
+    torchrun(WORKER, "--worker", "--seeds", "0", "--output-dir", str(out), cwd=out)
+    return out / "seed0"
+
+
+@pytest.fixture(scope="module")
+def bf16_runs(tmp_path_factory, torchrun) -> Path:
+    out = tmp_path_factory.mktemp("sharded_bf16")
+    flags = ["--seeds", "0", "--output-dir", str(out), "--dtype", "bfloat16", "--steps", "3", "--save-at", "0"]
+    torchrun(WORKER, "--worker", *flags, cwd=out)
+    return out / "seed0"
 
 
 @pytest.fixture(scope="module")
 def resumed(runs, torchrun) -> Path:
-    torchrun(WORKER, "--worker", "--output-dir", str(runs), "--resume-at", "2", "--modes", "fsdp", "ddp", cwd=runs)
+    flags = ["--seeds", "0", "--output-dir", str(runs.parent), "--resume-at", "2", "--modes", "fsdp", "ddp"]
+    torchrun(WORKER, "--worker", *flags, cwd=runs)
     return runs
 
 
@@ -42,14 +52,33 @@ def resumed(runs, torchrun) -> Path:
 @pytest.mark.parametrize("method", list(sharded.METHODS))
 def test_the_step_on_two_processes_is_one_process_step(runs, method, mode):
     results = torch.load(runs / f"{method}.pt")
-    initial = torch.load(runs / "initial.pt")
-    assert sharded.relative_difference(results["single"], initial) > 1e-3, "training changed nothing"
-    assert sharded.relative_difference(results[mode], results["single"]) <= TOLERANCE
+    single = results["single"]["params"]
+    assert sharded.relative_difference(single, torch.load(runs / "initial.pt")) > 1e-3, "training changed nothing"
+    assert sharded.relative_difference(results[mode]["params"], single) <= TOLERANCE
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["fsdp", "ddp"])
 @pytest.mark.parametrize("method", list(sharded.METHODS))
 def test_a_run_saved_after_step_2_resumes_in_new_processes(resumed, method, mode):
-    uninterrupted = torch.load(resumed / f"{method}.pt")[mode]
-    assert sharded.relative_difference(torch.load(resumed / f"{method}-resumed.pt")[mode], uninterrupted) == 0
+    uninterrupted = torch.load(resumed / f"{method}.pt")[mode]["params"]
+    assert sharded.relative_difference(torch.load(resumed / f"{method}-resumed.pt")[mode]["params"], uninterrupted) == 0
+
+
+@pytest.mark.parametrize("method", list(sharded.METHODS))
+def test_sharded_state_is_split_and_the_step_calls_no_hidden_collective(runs, method):
+    """FSDP2 state bytes per rank are about half of one process's (owners hold whole matrices, so not exactly), and
+    every collective the step takes is one hf_ext calls itself (counted), none that DTensor inserts."""
+    results = torch.load(runs / f"{method}.pt")
+    single, fsdp = results["single"]["state_bytes"], results["fsdp"]["state_bytes"]
+    assert max(fsdp) <= 0.6 * single + 64 and sum(fsdp) >= single
+    assert sum(results["fsdp"]["implicit"]) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["fsdp", "ddp"])
+@pytest.mark.parametrize("method", list(sharded.METHODS))
+def test_the_bf16_step_on_two_processes_is_one_process_step(bf16_runs, method, mode):
+    results = torch.load(bf16_runs / f"{method}.pt")
+    assert next(iter(results["single"]["params"].values())).dtype == torch.bfloat16
+    assert sharded.relative_difference(results[mode]["params"], results["single"]["params"]) <= BF16_TOLERANCE

@@ -60,11 +60,14 @@ class ShardedMuon(torch.optim.Muon):
             def orthogonalize(index: int, whole: list[torch.Tensor], group=group) -> torch.Tensor:
                 return _zeropower_via_newtonschulz(whole[0], group["ns_coefficients"], group["ns_steps"], group["eps"])
 
-            orthogonal = exchange.run(
-                [position[id(p)] for p in stepped], [[u] for u in updates], orthogonalize, out_dtype=torch.bfloat16
-            )
+            indices, inputs = [position[id(p)] for p in stepped], [[u] for u in updates]
+            orthogonal = exchange.run(indices, inputs, orthogonalize, [torch.bfloat16] * len(stepped))
             lr = float(group["lr"])
             for p, update in zip(stepped, orthogonal, strict=True):
+                if p.shape[0] > p.shape[1]:
+                    # torch's Newton-Schulz returns a tall matrix transposed, and a bfloat16 add_ rounds a strided
+                    # operand unlike a contiguous one: the update in that layout is added as one process adds it.
+                    update = update.T.contiguous().T
                 part = local(p)
                 part.mul_(1 - lr * group["weight_decay"])
                 part.add_(update, alpha=-_adjust_lr(lr, group["adjust_lr_fn"], p.shape))

@@ -69,13 +69,14 @@ class OwnerExchange:
         indices: Sequence[int],
         inputs: Sequence[Sequence[torch.Tensor]],
         fn: Callable[[int, list[torch.Tensor]], torch.Tensor],
-        out_dtype: torch.dtype | None = None,
+        out_dtypes: Sequence[torch.dtype] | None = None,
     ) -> list[torch.Tensor]:
         """``fn(index, whole inputs)`` for each of ``indices``, returned as this rank's part.
 
         ``inputs[k]`` are tensors shaped like ``params[indices[k]]`` (its ``DTensor``\\ s or their local shards);
-        ``fn`` gets them whole and returns a tensor of the parameter's shape, in ``out_dtype`` (default: the
-        first input's). It runs only on the owner of a sharded parameter, on every rank otherwise.
+        ``fn`` gets them whole and returns a tensor of the parameter's shape, in ``out_dtypes[k]`` (default: the
+        first input's dtype; every rank must know it to receive its part). It runs only on the owner of a
+        sharded parameter, on every rank otherwise.
         """
         results: list[torch.Tensor | None] = [None] * len(indices)
         sharded = []
@@ -86,7 +87,7 @@ class OwnerExchange:
                 sharded.append(k)
         if sharded:
             owned = self._gather([indices[k] for k in sharded], [[local(t) for t in inputs[k]] for k in sharded])
-            dtypes = [out_dtype or local(inputs[k][0]).dtype for k in sharded]
+            dtypes = [out_dtypes[k] if out_dtypes else local(inputs[k][0]).dtype for k in sharded]
             computed = {i: fn(i, whole).to(dtypes[n]) for n, (i, whole) in enumerate(owned.items()) if whole}
             for k, part in zip(sharded, self._scatter([indices[k] for k in sharded], dtypes, computed), strict=True):
                 results[k] = part

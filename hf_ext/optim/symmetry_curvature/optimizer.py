@@ -186,7 +186,9 @@ class SymmetryCurvature(torch.optim.Optimizer):
         pending = [p for p in stepped if not symmetries[p].elementwise]
         position = {id(p): index for index, p in enumerate(matrices)}
         indices = [position[id(p)] for p in pending]
-        for p, step in zip(pending, exchange.run(indices, [[p.grad] for p in pending], direction), strict=True):
+        dtypes = [statistics_dtype(p.grad.dtype) for p in pending]  # the direction, added as one process adds it
+        steps = exchange.run(indices, [[p.grad] for p in pending], direction, dtypes)
+        for p, step in zip(pending, steps, strict=True):
             self._apply(groups[p], p, step)
         return loss
 

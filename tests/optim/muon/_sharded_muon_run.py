@@ -1,0 +1,38 @@
+"""Run by torchrun with 2 CPU processes from test_sharded_muon.py: ShardedMuon on row shards of tall and wide matrices
+in fp32 and bf16 next to torch.optim.Muon on the whole matrices, with the same gradients; rank 0 writes both."""
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import Shard, distribute_tensor, init_device_mesh
+
+from hf_ext.optim import ShardedMuon
+
+
+def main(out_dir: Path) -> None:
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    generator = torch.Generator().manual_seed(0)
+    results = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        for shape in ((48, 16), (16, 48), (5, 3)):  # tall, wide, rows split 3 + 2
+            weight, grads = torch.randn(shape, generator=generator), torch.randn(3, *shape, generator=generator)
+            sharded = torch.nn.Parameter(distribute_tensor(weight.to(dtype), mesh, [Shard(0)]))
+            whole = torch.nn.Parameter(weight.to(dtype))
+            optimizers = [ShardedMuon([sharded], lr=0.1, adjust_lr_fn="match_rms_adamw")]
+            optimizers.append(torch.optim.Muon([whole], lr=0.1, adjust_lr_fn="match_rms_adamw"))
+            for grad in grads:
+                sharded.grad = distribute_tensor(grad.to(dtype), mesh, [Shard(0)])
+                whole.grad = grad.to(dtype)
+                for optimizer in optimizers:
+                    optimizer.step()
+            results[(str(dtype), shape)] = (sharded.full_tensor(), whole.detach().clone())
+    if dist.get_rank() == 0:
+        torch.save(results, out_dir / "muon.pt")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -80,7 +80,7 @@ def test_a_rerun_with_another_seed_is_refused_in_a_new_process(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", rerun], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
-    assert "ValueError: cannot resume the bbob-noisy runs in" in result.stderr
+    assert "SettingsMismatchError: cannot resume the bbob-noisy runs in" in result.stderr  # a ValueError
     assert "seed: stored 0, now 1" in result.stderr and "pass another result_folder" in result.stderr
     assert len(read_index(tmp_path / "coco")) == 1  # nothing was run
     run_coco(_config(tmp_path, functions=[101, 125]))  # the same seed resumes, with another function

@@ -18,6 +18,7 @@ post-processing of the same runs: ``python -m cocopp -o <output-dir>/pem/ppdata 
 """
 
 import csv
+import math
 import statistics
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.companion.es import ESConfig, LogWeights, SepCMAES, make_weight_scheme, read_index
 from hf_ext.companion.es.compare import FUNCTION_GROUPS, slice_tests, win_rate_by_misranking
-from hf_ext.plotting import plot_line_panels
+from hf_ext.plotting import plot_bands, plot_line_panels
 from hf_ext.recipes.pem import main as run_recipe
 
 FUNCTIONS = range(101, 131)  # all of bbob-noisy
@@ -112,7 +113,8 @@ def suite_report(suite_dir: str, threshold: float, output_dir: str) -> dict:
     """RB-PEM against every other method over the runs of ``hf-ext run pem --config pem_suite`` in ``suite_dir``
     (any dimensions): wins/losses inside and outside the high-misranking slice, per budget and function group,
     each dimension apart and all together, with the sign and Wilcoxon signed-rank tests; the win rate by misranking
-    bin (plot); the misranking of each function. Writes pem_suite_slices.csv and pem_suite_winrate.png."""
+    bin (plot); the misranking of each function, and by generation for each function group (plot). Writes
+    pem_suite_slices.csv, pem_suite_winrate.png and pem_suite_misranking.png."""
     records = read_index(Path(suite_dir) / "coco")
     dimensions = sorted({r["dimension"] for r in records})
     baselines = sorted({r["method"] for r in records} - {"rb_pem"})
@@ -145,6 +147,23 @@ def suite_report(suite_dir: str, threshold: float, output_dir: str) -> dict:
     }
     title = "RB-PEM's win rate against the pair misranking of sep-CMA-ES's run"
     plot_line_panels(panels, out / "pem_suite_winrate.png", title, "misranking (mean over generations)", "win rate")
+    by_generation = {
+        f"D = {d}, budget {budgets[-1]}D": {
+            group: [
+                [math.nan if v is None else v for v in r["misranking"]]
+                for r in records
+                if r["method"] == "sep_cma"
+                and r["dimension"] == d
+                and r["budget_multiplier"] == budgets[-1]
+                and r["function"] in functions
+            ]
+            for group, functions in FUNCTION_GROUPS.items()
+        }
+        for d in dimensions
+    }
+    by_generation = {panel: {g: runs for g, runs in series.items() if runs} for panel, series in by_generation.items()}
+    title = "pair misranking of sep-CMA-ES's generations (mean +- std over functions and instances)"
+    plot_bands(by_generation, out / "pem_suite_misranking.png", title, "generation", "misranking", ncols=2)
     everything = "+".join(map(str, dimensions))
     summary = {
         f"{row['budget']} {row['slice']} vs {row['baseline']}": (

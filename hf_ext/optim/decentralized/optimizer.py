@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from ..._validation import check_finite
 from ..shared.wrapper import OptimizerWrapper
@@ -64,6 +65,12 @@ class DecentralizedSGD(OptimizerWrapper):
         group=None,
     ):
         super().__init__(base_optimizer)
+        if any(isinstance(p, DTensor) for group in self.param_groups for p in group["params"]):
+            raise ValueError(
+                "DecentralizedSGD: the parameters are DTensor shards (FSDP2); decentralized SGD keeps a whole model "
+                "on every process and gossips it instead of an all-reduce, so shard nothing and use no DDP "
+                "(DecentralizedTrainer keeps the model out of both)"
+            )
         if order not in ORDERS:
             raise ValueError(f"DecentralizedSGD: `order` must be one of {list(ORDERS)}, got {order!r}")
         check_finite("DecentralizedSGD", "bucket_cap_mb", bucket_cap_mb)

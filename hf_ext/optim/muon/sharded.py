@@ -16,6 +16,12 @@ from ..._validation import check_finite
 from ..shared.sharding import OwnerExchange
 
 
+def _without_hooks(step):
+    """``step`` without the wrapper that runs the step hooks, which torch puts on a class's ``step`` once an instance
+    of the class exists: this step's own wrapper has run them already."""
+    return step.__wrapped__ if getattr(step, "hooked", False) else step
+
+
 class ShardedMuon(torch.optim.Muon):
     """``torch.optim.Muon`` (same arguments, state and ``state_dict``) whose step on FSDP2-sharded parameters is
     the one-process step, bit for bit: torch's own Newton-Schulz and learning-rate adjustment, on whole matrices."""
@@ -40,7 +46,7 @@ class ShardedMuon(torch.optim.Muon):
     def step(self, closure=None):
         params = [p for group in self.param_groups for p in group["params"]]
         if all(sharding(p, "ShardedMuon: a parameter") is None for p in params):
-            return super().step(closure)
+            return _without_hooks(torch.optim.Muon.step)(self, closure)
         loss = None
         if closure is not None:
             with torch.enable_grad():

@@ -9,7 +9,6 @@ hf_ext.optim runs the same way; see docs/scaling.md.
 
 import copy
 import os
-import tempfile
 
 import torch
 import torch.distributed as dist
@@ -44,16 +43,14 @@ for _ in range(3):
     optimizer.step()
     optimizer.zero_grad()
 
-checkpoint = tempfile.mkdtemp() if rank == 0 else None
-checkpoint = [checkpoint]
-dist.broadcast_object_list(checkpoint)  # every rank writes its shards into the same folder
+checkpoint = "outputs/sharded_training_example/checkpoint"  # every rank writes its shards into this folder
 model_state, optimizer_state = get_state_dict(model, optimizer)
-dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=checkpoint[0])
+dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=checkpoint)
 
 resumed, resumed_optimizer = sharded_model_and_optimizer(copy.deepcopy(initial))
 model_state, optimizer_state = get_state_dict(resumed, resumed_optimizer)  # the layout to load into
 state = {"model": model_state, "optimizer": optimizer_state}
-dcp.load(state, checkpoint_id=checkpoint[0])
+dcp.load(state, checkpoint_id=checkpoint)
 set_state_dict(resumed, resumed_optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
 pairs = zip(model.parameters(), resumed.parameters(), strict=True)
 same = all(torch.equal(a.full_tensor(), b.full_tensor()) for a, b in pairs)

@@ -78,3 +78,14 @@ def test_two_processes_run_the_jobs_once(run_on_two_processes, tmp_path):
     assert f"python -m cocopp -o {tmp_path / 'ppdata'} {tmp_path / 'coco' / 'exdata'}/*" in out
     index = (tmp_path / "coco" / "index.jsonl").read_text().splitlines()
     assert len(index) == 4 * 2
+
+
+def test_a_run_sigkilled_mid_way_and_resumed_in_a_new_process_ends_as_the_uninterrupted_one(tmp_path, resume_check):
+    """Issue 37: every file (COCO's folders, the index, the CSVs, results.json, the plots) byte-identical."""
+    flags = [*QUICK, "--methods", "rb_pem", "sep_cma", "--functions", "101", "125", "--workers", "1"]
+    outputs = resume_check.assert_resumes_identically(
+        resume_check.module_command("hf_ext.recipes.pem", *flags),
+        lambda folder: resume_check.lines(folder / "coco" / "index.jsonl") >= 1,
+        tmp_path,
+    )
+    assert outputs["coco/index.jsonl"].count(b"\n") == 2 * 2

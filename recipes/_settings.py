@@ -10,6 +10,8 @@ fields and the run's values. Every value is checked by the config's own ``__post
 import dataclasses
 from typing import Any, TypeVar
 
+from trl import TrlParser
+
 Config = TypeVar("Config")
 
 
@@ -52,3 +54,9 @@ def run_config(config_class: type[Config], settings, **per_run) -> Config:
         raise TypeError(f"run_config: {type(settings).__name__} sets {missing} per run; pass them")
     shared = {name: value for name, value in shared_settings(settings).items() if name in own}
     return config_class(**shared | per_run)
+
+
+def settings_parser(*dataclass_types: type) -> TrlParser:
+    """The ``TrlParser`` of a recipe's settings, without argparse's prefix matching: ``k=3`` is an unknown
+    setting, not a value silently given to ``ks``."""
+    return TrlParser(dataclass_types, allow_abbrev=False)

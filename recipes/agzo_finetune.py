@@ -29,7 +29,7 @@ from hf_ext.data import docstring_classification
 from hf_ext.models import load_minilm
 from hf_ext.plotting import display_name, loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
-from hf_ext.recipes._settings import one_string, run_config, set_per_run
+from hf_ext.recipes._settings import one_string, run_config, set_per_run, settings_parser
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
 
 METHODS = ("agzo", "mezo")
@@ -141,7 +141,7 @@ def results_table(results: dict[str, dict]) -> str:
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((AGZOFinetuneArguments, AGZOFinetuneZOConfig, AGZOFinetuneTrainingArguments))
+    return settings_parser(AGZOFinetuneArguments, AGZOFinetuneZOConfig, AGZOFinetuneTrainingArguments)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -40,6 +40,7 @@ from hf_ext.quant import (
 from hf_ext.quant.binary_linear import INITS
 from hf_ext.quant.schedule import SCHEDULES
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._settings import settings_parser
 
 
 @dataclass
@@ -102,7 +103,7 @@ def corpus_splits(tokenizer, script_args: BinarizeArguments, seed: int):
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((BinarizeArguments, LogitDistillationConfig))
+    return settings_parser(BinarizeArguments, LogitDistillationConfig)
 
 
 def parse_args(argv: list[str] | None) -> tuple[BinarizeArguments, LogitDistillationConfig]:

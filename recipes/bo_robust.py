@@ -53,7 +53,7 @@ from hf_ext.companion.bo.adversary import PLACEMENTS
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
-from hf_ext.recipes._settings import run_config, set_per_run, shared_settings
+from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
 # method name -> the BayesianOptimizationConfig fields it sets (the stable RCGPs keep the configured `c`)
 METHODS = {
@@ -248,7 +248,7 @@ def plot_regret(rows: list[dict], args: BORobustArguments, path: Path) -> Figure
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((BORobustArguments, BORobustLoopConfig))
+    return settings_parser(BORobustArguments, BORobustLoopConfig)
 
 
 def check_resumable(args: BORobustArguments, loop_config: BORobustLoopConfig) -> None:

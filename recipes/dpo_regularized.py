@@ -26,6 +26,7 @@ from hf_ext.data import preference_dataset
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import display_name, loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._settings import settings_parser
 
 ALGORITHMS = {
     "dpo": ("RegularizedDPOConfig", "RegularizedDPOTrainer"),
@@ -57,9 +58,10 @@ class PreferenceRecipeArguments:
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with: the TRL config class follows ``algorithm`` in ``argv``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    recipe_args, _ = TrlParser((PreferenceRecipeArguments,)).parse_args_and_config(argv, return_remaining_strings=True)
+    first = settings_parser(PreferenceRecipeArguments)
+    recipe_args, _ = first.parse_args_and_config(argv, return_remaining_strings=True)
     config_class = getattr(alignment, ALGORITHMS[recipe_args.algorithm][0])
-    return TrlParser((PreferenceRecipeArguments, config_class))
+    return settings_parser(PreferenceRecipeArguments, config_class)
 
 
 def parse_args(argv: list[str] | None):

@@ -43,7 +43,7 @@ from hf_ext.models import llama_from_scratch
 from hf_ext.optim import TOPOLOGIES, DecentralizedMetricsCallback, DecentralizedSGD, DecentralizedTrainer, Topology
 from hf_ext.plotting import DPI, plot_seed_curves
 from hf_ext.recipes._results import write_results
-from hf_ext.recipes._settings import run_config, set_per_run
+from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
 
 PROBLEMS = ("logreg", "mlp", "lm")
 SPLITS = ("sorted", "iid")
@@ -114,7 +114,7 @@ class DSGDTrainingArguments(TrainingArguments):
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The recipe's parser: :class:`DSGDArguments` and :class:`DSGDTrainingArguments`."""
-    return TrlParser((DSGDArguments, DSGDTrainingArguments))
+    return settings_parser(DSGDArguments, DSGDTrainingArguments)
 
 
 @dataclass

@@ -41,7 +41,7 @@ from hf_ext.companion.bo.lilo.backends import PREFILL_MODES
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
-from hf_ext.recipes._settings import run_config, set_per_run, shared_settings
+from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
 BACKENDS = ("local", "http")
 
@@ -116,7 +116,7 @@ class LILORecipeConfig(LILOConfig):
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((LILOArguments, LILORecipeConfig))
+    return settings_parser(LILOArguments, LILORecipeConfig)
 
 
 def run_one(args: LILOArguments, config: LILORecipeConfig, backend, environment: str, method: str, seed: int) -> dict:

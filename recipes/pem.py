@@ -41,6 +41,7 @@ from hf_ext.companion.es.compare import ecdf, run_misranking, slice_tests, win_r
 from hf_ext.companion.es.tasks import TASKS, run_task
 from hf_ext.plotting import plot_bands, plot_grouped_bars, plot_line_panels
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._settings import settings_parser
 
 CHALLENGERS = ("rb_pem", "probe_switch")
 REFERENCE = "sep_cma"  # its run's misranking places a problem in or out of the high-misranking slice
@@ -103,7 +104,7 @@ class PemArguments:
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((PemArguments,))
+    return settings_parser(PemArguments)
 
 
 def parse_args(argv: list[str] | None) -> PemArguments:

@@ -43,7 +43,7 @@ from hf_ext.companion.portfolio import (
 )
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results, write_rows
-from hf_ext.recipes._settings import run_config, set_per_run, shared_settings
+from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
 SPARSE = ("sparse_tco", "topk_tco")  # run once per K
 STRATEGIES = (*SPARSE, "tco1", "tco2", "buy_and_hold", "best_crp")
@@ -152,7 +152,7 @@ def run_name(key: dict) -> str:
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((PortfolioArguments, PortfolioStrategyConfig))
+    return settings_parser(PortfolioArguments, PortfolioStrategyConfig)
 
 
 def plot_wealth(runs: list[dict], args: PortfolioArguments, path: Path) -> None:

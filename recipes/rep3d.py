@@ -39,6 +39,7 @@ from hf_ext.data.volumes import class_names
 from hf_ext.models.rep3d import DiceMetrics, Rep3DConfig, Rep3DForSegmentation, argmax_logits
 from hf_ext.plotting import plot_bands, plot_label_slices
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._settings import settings_parser
 
 VARIANTS = ("rep3d", "fixed_prior", "no_mask", "small_kernel")
 MASKS = {"rep3d": "learned", "fixed_prior": "prior", "no_mask": "none", "small_kernel": "none"}
@@ -111,7 +112,7 @@ class Rep3DArguments:
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((Rep3DArguments, TrainingArguments))
+    return settings_parser(Rep3DArguments, TrainingArguments)
 
 
 def parse_args(argv: list[str] | None) -> tuple[Rep3DArguments, TrainingArguments]:

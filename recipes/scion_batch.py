@@ -46,7 +46,7 @@ from hf_ext.optim import (
 )
 from hf_ext.plotting import plot_labelled_points, plot_seed_curves
 from hf_ext.recipes._results import write_results
-from hf_ext.recipes._settings import run_config, set_per_run
+from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
 
 OPTIMIZERS = ("scion", "adamw", "muon")
 
@@ -130,7 +130,7 @@ class ScheduledTrainingArguments(TrainingArguments):
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The recipe's parser (``argv`` is parsed by :func:`main`; ``hf-ext run scion_batch --help`` lists the fields)."""
-    return TrlParser((ScionBatchArguments, ScheduledTrainingArguments))
+    return settings_parser(ScionBatchArguments, ScheduledTrainingArguments)
 
 
 def build_optimizer(name: str, model, lr: float) -> torch.optim.Optimizer:

@@ -41,7 +41,7 @@ from hf_ext.companion.combinatorial.set_cover import (
 from hf_ext.companion.combinatorial.set_cover.harness import LNS_METHODS, METHODS, run_method
 from hf_ext.plotting import plot_log_sweeps
 from hf_ext.recipes._results import write_results, write_rows
-from hf_ext.recipes._settings import run_config, set_per_run, shared_settings
+from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
 # beasley (costs 1-100) and rail (costs 1-2) are the denoiser's training regimes; correlated (Beasley's structure,
 # a column costs its row count plus up to as much again, so every cost per row lies in 1-2) and rail_wide (rail's
@@ -102,7 +102,7 @@ def lns_config(method: str, seed: int, args: SetCoverArguments, lns: SetCoverLNS
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((SetCoverArguments, SetCoverLNSConfig))
+    return settings_parser(SetCoverArguments, SetCoverLNSConfig)
 
 
 def make_instance(family: str, n_columns: int, seed: int, args: SetCoverArguments) -> SetCoverInstance:

@@ -21,7 +21,7 @@ from trl import TrlParser
 from hf_ext.companion.combinatorial.set_cover import DenoiserTrainingConfig, save_denoiser, train_denoiser
 from hf_ext.plotting import plot_curves
 from hf_ext.recipes._results import write_results
-from hf_ext.recipes._settings import run_config
+from hf_ext.recipes._settings import run_config, settings_parser
 
 
 @dataclass
@@ -35,7 +35,7 @@ class SetCoverDenoiserArguments(DenoiserTrainingConfig):
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((SetCoverDenoiserArguments,))
+    return settings_parser(SetCoverDenoiserArguments)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -21,6 +21,7 @@ from hf_ext.evaluation import arithmetic_accuracy
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._settings import settings_parser
 
 
 @dataclass
@@ -40,7 +41,7 @@ class SFTArithmeticArguments:
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((SFTArithmeticArguments, TrainingArguments))
+    return settings_parser(SFTArithmeticArguments, TrainingArguments)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -52,6 +52,7 @@ from hf_ext.companion.single_index import (
 )
 from hf_ext.plotting import plot_bands, plot_log_sweeps
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._settings import settings_parser
 
 METHODS = ("joint", "oracle", "relu_link", "two_layer_sgd", "gradient_boosting")
 STRUCTURE_FREE = ("two_layer_sgd", "gradient_boosting")  # no direction, no start: once per data set
@@ -127,7 +128,7 @@ class SingleIndexArguments:
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((SingleIndexArguments,))
+    return settings_parser(SingleIndexArguments)
 
 
 def jobs(args: SingleIndexArguments) -> list[tuple]:

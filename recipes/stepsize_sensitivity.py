@@ -46,6 +46,7 @@ from hf_ext.models import llama_from_scratch
 from hf_ext.optim import NGN, SPS, near_best_width, ratio_at_multiple
 from hf_ext.plotting import plot_log_sweeps
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._settings import settings_parser
 
 METHODS = ("sgd", "sgd_momentum", "adamw", "sps", "ngn", "ngn_m")
 PROBLEMS = ("breast_cancer_logreg", "digits_logreg", "digits_mlp", "llama_lm")
@@ -116,7 +117,7 @@ class StepSizeSensitivityArguments:
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((StepSizeSensitivityArguments,))
+    return settings_parser(StepSizeSensitivityArguments)
 
 
 @dataclass

@@ -57,7 +57,7 @@ from hf_ext.optim.symmetry_curvature import (
 )
 from hf_ext.plotting import plot_grouped_bars, plot_labelled_points
 from hf_ext.recipes._results import write_results, write_rows
-from hf_ext.recipes._settings import run_config, set_per_run
+from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
 
 OPTIMIZERS = ("adamw", "symmetry", "shampoo_style", "muon")
 
@@ -148,7 +148,7 @@ class LMTrainingArguments(TrainingArguments):
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The recipe's parser (``hf-ext run symmetry_curvature --help`` lists the fields)."""
-    return TrlParser((SymmetryCurvatureArguments, LMTrainingArguments))
+    return settings_parser(SymmetryCurvatureArguments, LMTrainingArguments)
 
 
 # ---------------------------------------------------------------- data and models

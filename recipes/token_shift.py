@@ -16,6 +16,7 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.alignment import token_shift, write_report
 from hf_ext.data import preference_dataset
 from hf_ext.models import check_causal_lm, load_causal_lm
+from hf_ext.recipes._settings import settings_parser
 
 
 @dataclass
@@ -38,7 +39,7 @@ class TokenShiftArguments:
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((TokenShiftArguments,))
+    return settings_parser(TokenShiftArguments)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -39,7 +39,7 @@ from hf_ext.plasticity import (
     plot_sweep,
 )
 from hf_ext.recipes._results import write_results
-from hf_ext.recipes._settings import run_config, set_per_run
+from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
 
 
 @dataclass
@@ -96,7 +96,7 @@ class PretrainingArguments(TrainingArguments):
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return TrlParser((PlasticityArguments, PretrainingArguments))
+    return settings_parser(PlasticityArguments, PretrainingArguments)
 
 
 def downstream_data(tokenizer, script_args: PlasticityArguments, seed: int) -> dict:

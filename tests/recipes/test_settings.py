@@ -1,0 +1,16 @@
+import pytest
+
+from hf_ext import cli
+from hf_ext.recipes import available_recipes, recipe_parser
+
+
+@pytest.mark.parametrize("name", sorted(available_recipes()))
+def test_no_recipe_parser_completes_a_prefix_to_a_setting(name):
+    """argparse's prefix matching gave `k=3` to portfolio's `ks` and `problem=` to cam's `problems`, silently."""
+    assert recipe_parser(name).allow_abbrev is False
+
+
+def test_a_prefix_of_a_setting_is_an_unknown_setting(monkeypatch, capsys):
+    monkeypatch.setattr(cli.subprocess, "call", lambda command: pytest.fail(f"launched {command}"))
+    assert cli.main(["run", "portfolio", "k=3"]) == 2
+    assert "unknown setting 'k'" in capsys.readouterr().err

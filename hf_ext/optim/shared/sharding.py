@@ -9,8 +9,8 @@ in the distributed Muons of Dion, torchtitan and pith-train, each sharded matrix
 2. each owner computes its matrices' results on the whole matrices, bit for bit what one process computes;
 3. the owners send each rank its block of each result (a second ``all_to_all``).
 
-Owners are assigned by size, each matrix to the rank with the fewest elements so far, so work and
-whatever state an owner keeps for its matrices are split evenly (within one matrix). Tensors that
+Owners are assigned by cost (default: elements), each matrix to the rank with the least so far, so
+work and whatever state an owner keeps for its matrices are split evenly (within one matrix). Tensors that
 are not sharded (one process, DDP, replicated ``DTensor``\\ s) are computed where they are, on every rank.
 """
 
@@ -22,16 +22,16 @@ import torch.distributed as dist
 from ..._sharded import Sharding, local, shard_group, sharding
 
 
-def assign_owners(sizes: Sequence[int], world_size: int) -> list[int]:
-    """Owner rank of each matrix (``sizes``: elements): the least loaded rank so far, ties to the lower rank.
+def assign_owners(costs: Sequence[int], world_size: int) -> list[int]:
+    """Owner rank of each matrix (``costs``: its work or state): the least loaded rank so far, ties to the lower rank.
 
     In the given order, so appending matrices (``add_param_group``) keeps the earlier owners.
     """
     loads = [0] * world_size
     owners = []
-    for size in sizes:
+    for cost in costs:
         owner = min(range(world_size), key=loads.__getitem__)
-        loads[owner] += size
+        loads[owner] += cost
         owners.append(owner)
     return owners
 
@@ -47,16 +47,17 @@ class OwnerExchange:
 
     Build one per step over all parameters that need whole matrices (whether or not they have a
     gradient this step), so that owners stay put across steps; :meth:`owns` tells an optimizer which
-    matrices' state it keeps.
+    matrices' state it keeps. ``costs`` (one per parameter; default: its elements) balance the owners.
     """
 
-    def __init__(self, params: Sequence[torch.Tensor], owner: str):
+    def __init__(self, params: Sequence[torch.Tensor], owner: str, costs: Sequence[int] | None = None):
         self.params = list(params)
         self.shardings: list[Sharding | None] = [sharding(p, f"{owner}: a parameter") for p in self.params]
         self.group = shard_group(self.params, owner)
         sharded = [i for i, s in enumerate(self.shardings) if s is not None]
         world_size = dist.get_world_size(self.group) if self.group is not None else 1
-        owners = assign_owners([self.params[i].numel() for i in sharded], world_size)
+        costs = [p.numel() for p in self.params] if costs is None else list(costs)
+        owners = assign_owners([costs[i] for i in sharded], world_size)
         self.owners = dict(zip(sharded, owners, strict=True))
         self.rank = dist.get_rank(self.group) if self.group is not None else 0
 

@@ -47,7 +47,7 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.debug import CommDebugMode
 
 from hf_ext.models import tiny_causal_lm
-from hf_ext.optim import NGN, SPS, GradientSmoothing, MuonWithAdamW, Scion, SymmetryCurvature, SymmetryGroup
+from hf_ext.optim import NGN, SPS, GradientSmoothing, MuonWithAdamW, Scion, SymmetryCurvature
 from hf_ext.optim.shared.sharding import assign_owners
 
 MODES = ("single", "fsdp", "ddp")
@@ -279,7 +279,7 @@ def per_gpu_bytes(method: str, shapes: list, ranks: int, element_bytes: int = 4)
     owned = [s for r, s in shapes if method == "symmetry_curvature" and r == "hidden"]
     split = sum(torch.Size(s).numel() for _, s in shapes)
     split += sum(state_elements(method, r, s) for r, s in shapes if not (s in owned and r == "hidden"))
-    costs = [torch.Size(s).numel() + SymmetryGroup("permutation").storage(*s) for s in owned]  # as the optimizer's
+    costs = [state_elements(method, "hidden", s) - 1 for s in owned]  # momentum + S, as the optimizer balances them
     loads = [0] * ranks
     for shape, owner in zip(owned, assign_owners(costs, ranks), strict=True):
         loads[owner] += state_elements(method, "hidden", shape)

@@ -168,9 +168,10 @@ class SymmetryCurvature(torch.optim.Optimizer):
         symmetries = {p: SymmetryGroup(*resolve_group(group["group"], p)) for p, group in groups.items()}
         # Owners over every whole-matrix parameter, with a gradient this step or not, so that they stay put.
         matrices = [p for p, symmetry in symmetries.items() if not symmetry.elementwise]
-        # An owner keeps the matrix's momentum and S: balance both (S of an (out, in) layer grows as in^2).
-        shapes = [as_matrix(torch.empty(p.shape, device="meta")).shape for p in matrices]
-        costs = [p.numel() + symmetries[p].storage(*shape) for p, shape in zip(matrices, shapes, strict=True)]
+        # An owner keeps the matrix's momentum and S: balance both (S of an (out, in) layer grows as in^2). Their
+        # sizes from shapes alone: S of a gradient on the meta device.
+        moments = [symmetries[p].second_moment(as_matrix(torch.empty(p.shape, device="meta"))) for p in matrices]
+        costs = [p.numel() + moment.numel() for p, moment in zip(matrices, moments, strict=True)]
         exchange = OwnerExchange(matrices, "SymmetryCurvature", costs)
         stepped = [p for p in groups if p.grad is not None]
         for p in stepped:  # every rank counts every parameter's steps; a matrix's owner alone keeps its tensors

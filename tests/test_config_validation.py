@@ -32,6 +32,7 @@ from hf_ext.optim import (
     DecentralizedSGD,
     GradientSmoothing,
     Scion,
+    ShardedMuon,
     SymmetryCurvature,
 )
 from hf_ext.plasticity import PlasticityCallback
@@ -187,6 +188,7 @@ KWARG_BUILDERS = {
     "ProgressiveBinarizationCallback": (ProgressiveBinarizationCallback, ProgressiveBinarizationCallback),
     "ProgressiveBinaryLinear": (ProgressiveBinaryLinear, lambda **kwargs: ProgressiveBinaryLinear(4, 3, **kwargs)),
     "Scion": (Scion, lambda **kwargs: Scion([nn.Parameter(torch.ones(3, 2))], **kwargs)),
+    "ShardedMuon": (ShardedMuon, lambda **kwargs: ShardedMuon([nn.Parameter(torch.ones(3, 2))], **kwargs)),
     "SymmetryCurvature": (
         SymmetryCurvature,
         lambda **kwargs: SymmetryCurvature([nn.Parameter(torch.ones(3, 2))], **kwargs),

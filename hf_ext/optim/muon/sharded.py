@@ -26,6 +26,35 @@ class ShardedMuon(torch.optim.Muon):
     """``torch.optim.Muon`` (same arguments, state and ``state_dict``) whose step on FSDP2-sharded parameters is
     the one-process step, bit for bit: torch's own Newton-Schulz and learning-rate adjustment, on whole matrices."""
 
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        weight_decay: float = 0.1,
+        momentum: float = 0.95,
+        nesterov: bool = True,
+        ns_coefficients: tuple[float, float, float] = (3.4445, -4.775, 2.0315),
+        eps: float = 1e-7,
+        ns_steps: int = 5,
+        adjust_lr_fn: str | None = None,
+    ):
+        """torch's arguments and defaults; a NaN/inf number is refused by name first (torch's own checks let a NaN
+        ``lr`` through to a comparison message and do not look at ``eps``)."""
+        numbers = {"lr": lr, "weight_decay": weight_decay, "momentum": momentum, "eps": eps, "ns_steps": ns_steps}
+        for name, value in (*numbers.items(), ("ns_coefficients", list(ns_coefficients))):
+            check_finite("ShardedMuon", name, value)
+        super().__init__(
+            params,
+            lr=lr,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            nesterov=nesterov,
+            ns_coefficients=ns_coefficients,
+            eps=eps,
+            ns_steps=ns_steps,
+            adjust_lr_fn=adjust_lr_fn,
+        )
+
     def add_param_group(self, param_group: dict) -> None:
         """torch's, then the checks ``torch.optim.Muon`` makes at construction only (``lr``, 2-D parameters); a
         refused group is not kept."""

@@ -25,6 +25,11 @@ def local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
+def whole(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` entire: a ``DTensor``'s shards gathered (every rank of its mesh calls this), else ``tensor``."""
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+
 def chunk_sizes(length: int, parts: int) -> tuple[int, ...]:
     """The length of each rank's block when ``length`` rows are split as ``torch.chunk`` (and FSDP2) splits them."""
     block = -(-length // parts)

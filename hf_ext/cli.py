@@ -28,7 +28,7 @@ from hf_ext.recipes import (
 )
 
 _PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "triton")
-ACCELERATE_CONFIGS = ("cpu", "cpu_2proc")
+ACCELERATE_CONFIGS = ("cpu", "cpu_2proc", "fsdp2_cpu_2proc", "fsdp2_gpu")
 _RUN_USAGE = "hf-ext run RECIPE [key=value ...] [--config FILE] [--accelerate-config NAME] [-h]"
 # --quiet: a recipe that fails says why itself (a refused resume in one line); accelerate's CalledProcessError
 # traceback around it, repeating the recipe's stderr, would bury that line.
@@ -104,18 +104,28 @@ def _resolve_accelerate_config(name_or_path: str | None) -> str | None:
 def _launcher(accelerate_config: str | None) -> list[str]:
     """``accelerate launch`` with the config, or ``torchrun`` for several processes on one machine's CPU.
 
-    accelerate 1.15 starts a MULTI_CPU config's processes only through mpirun; without it, it runs
+    accelerate 1.16 starts a MULTI_CPU config's processes only through mpirun; without it, it runs
     a single process. torchrun starts them, and ``ACCELERATE_USE_CPU`` makes accelerate (and the
-    Trainer) join them over gloo as that config would.
+    Trainer) join them over gloo as that config would. An FSDP config on CPU (which accelerate would
+    start as unjoined processes) gets the settings ``accelerate launch`` would give and runs through
+    ``python -m hf_ext.distributed``, with which accelerate shards on CPU as on GPUs.
     """
     if accelerate_config is None:
         return list(_ACCELERATE_LAUNCH)
     settings = yaml.safe_load(Path(accelerate_config).read_text()) or {}
     processes = int(settings.get("num_processes", 1))
-    if settings.get("distributed_type") == "MULTI_CPU" and settings.get("num_machines", 1) == 1 and processes > 1:
+    kind = settings.get("distributed_type")
+    on_cpu = kind == "MULTI_CPU" or (kind == "FSDP" and settings.get("use_cpu", False))
+    if on_cpu and settings.get("num_machines", 1) == 1 and processes > 1:
         port = settings.get("main_process_port", 29500)
         torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}"]
-        return ["env", "ACCELERATE_USE_CPU=true", *torchrun, f"--master_port={port}"]
+        torchrun.append(f"--master_port={port}")
+        if kind == "MULTI_CPU":
+            return ["env", "ACCELERATE_USE_CPU=true", *torchrun]
+        from hf_ext.distributed import fsdp_launch_env  # imports torch: only for a launch
+
+        variables = [f"{key}={value}" for key, value in fsdp_launch_env(accelerate_config).items()]
+        return ["env", *variables, *torchrun, "-m", "hf_ext.distributed"]
     return [*_ACCELERATE_LAUNCH, "--config_file", accelerate_config]
 
 

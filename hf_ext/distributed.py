@@ -12,13 +12,21 @@ CI, and ``hf-ext run NAME --accelerate-config fsdp2_cpu_2proc``). ``python -m hf
 SCRIPT ARGS`` runs a script with it enabled; ``hf-ext run`` starts CPU FSDP configs that way.
 """
 
+import copy
 import functools
 import runpy
 import sys
+import warnings
 from pathlib import Path
 
+import torch
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import DistributedType
+from torch.distributed.fsdp import FSDPModule
+from torch.distributed.tensor import DTensor
+from transformers import PreTrainedModel
+
+from ._sharded import whole
 
 
 def enable_fsdp_on_cpu() -> None:
@@ -58,10 +66,29 @@ def fsdp_launch_env(accelerate_config: str | Path) -> dict[str, str]:
 
     args = launch_command_parser().parse_args(["--config_file", str(accelerate_config), "script.py"])
     args, _, _ = _validate_launch_command(args)
-    environment = prepare_multi_gpu_env(args)
+    with warnings.catch_warnings():  # its launcher's own port check: the caller starts the processes
+        warnings.filterwarnings("ignore", message="Port .* is already in use")
+        environment = prepare_multi_gpu_env(args)
     if args.use_cpu:  # accelerate's GPU launcher, which wrote the rest, has no CPU setting
         environment["ACCELERATE_USE_CPU"] = "true"
     return {key: value for key, value in environment.items() if key.startswith(("ACCELERATE_", "FSDP_"))}
+
+
+def unsharded_copy(model: PreTrainedModel) -> PreTrainedModel:
+    """A copy of ``model`` holding whole tensors on this rank, as one process would have it.
+
+    ``copy.deepcopy`` of an unsharded model. An FSDP2-sharded one is rebuilt as its own class from its
+    config (without drawing from the global random generator) and gets every shard gathered: every
+    rank calls this. The copy trains, evaluates or is sharded again independently of ``model``.
+    """
+    if not any(isinstance(param, DTensor) for param in model.parameters()):
+        return copy.deepcopy(model)
+    architecture = next(cls for cls in type(model).__mro__ if not issubclass(cls, FSDPModule))
+    with torch.random.fork_rng(devices=[]):
+        plain = architecture(copy.deepcopy(model.config))
+    plain.load_state_dict({name: whole(tensor) for name, tensor in model.state_dict().items()})
+    plain.generation_config = copy.deepcopy(model.generation_config)
+    return plain.to(next(model.parameters()).device)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -151,9 +151,9 @@ def main(argv: list[str] | None = None) -> dict:
     results["perplexity_trained"] = perplexity(student, held_out)
     history = trainer.state.log_history
     results |= {"kl": loss_curve(history, "distill/kl"), "lambda": loss_curve(history, "binarization/lambda")}
+    out = Path(training_args.output_dir)
+    results |= save_packed(trainer.model, out / "packed")  # every rank: a sharded model is gathered by all of them
     if state.is_main_process:
-        out = Path(training_args.output_dir)
-        results |= save_packed(trainer.model, out / "packed")
         results["packed_over_fp16"] = results["packed_linear_bytes"] / results["fp16_linear_bytes"]
         results["perplexity_packed"] = perplexity(load_packed(out / "packed"), held_out)
         results["script_args"] = asdict(script_args)

@@ -24,6 +24,7 @@ from accelerate.utils import broadcast_object_list
 from transformers import set_seed
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
+from hf_ext._sharded import whole
 from hf_ext._validation import check_finite_fields
 from hf_ext.data import arithmetic_dataset, arithmetic_reward, final_number_format_reward
 from hf_ext.evaluation import arithmetic_accuracy
@@ -104,20 +105,22 @@ class GRPOSGDConfig(GRPOConfig):
 def _checkpoint_sizes(model, base_state) -> dict[str, float]:
     """Bytes of a sparse delta in each mode against the initial weights, and of a full safetensors checkpoint.
 
-    Measured on the main process (``save_pretrained`` writes nothing on the other ranks) and shared with them.
+    Measured on the main process (``save_pretrained`` writes nothing on the other ranks) and shared with them;
+    a sharded model's tensors are first gathered whole, by every rank.
     """
-    shared = [_measure_checkpoint_sizes(model, base_state) if PartialState().is_main_process else None]
+    state = {name: whole(tensor) for name, tensor in model.state_dict().items()}
+    shared = [_measure_checkpoint_sizes(model, state, base_state) if PartialState().is_main_process else None]
     broadcast_object_list(shared)
     return shared[0]
 
 
-def _measure_checkpoint_sizes(model, base_state) -> dict[str, float]:
+def _measure_checkpoint_sizes(model, state, base_state) -> dict[str, float]:
     sizes = {}
     with tempfile.TemporaryDirectory() as scratch:
-        model.save_pretrained(Path(scratch) / "full")
+        model.save_pretrained(Path(scratch) / "full", state_dict=dict(state))  # it empties the dict it gets
         sizes["full_checkpoint_bytes"] = sum(f.stat().st_size for f in (Path(scratch) / "full").glob("*.safetensors"))
         for mode in MODES:  # both sizes are reported side by side: no warning about the exact one
-            delta = save_sparse_delta(model, base_state, Path(scratch) / f"{mode}.safetensors", mode, warn=False)
+            delta = save_sparse_delta(state, base_state, Path(scratch) / f"{mode}.safetensors", mode, warn=False)
             sizes[f"delta_bytes_{mode}"] = delta["bytes"]
             sizes[f"delta_over_full_{mode}"] = delta["bytes"] / sizes["full_checkpoint_bytes"]
             sizes[f"delta_changed_fraction_{mode}"] = delta["changed"] / delta["total"]

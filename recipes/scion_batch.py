@@ -22,6 +22,7 @@ Held-out loss is measured on blocks of ``seq_len`` tokens ``eval_points`` times 
 
 import csv
 import dataclasses
+import functools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
 from hf_ext.data import PackedStream, PackedStreamCollator, stdlib_bpe_tokenizer, stdlib_corpus
+from hf_ext.distributed import unsharded_copy
 from hf_ext.models import llama_from_scratch
 from hf_ext.optim import (
     BatchSchedule,
@@ -179,7 +181,6 @@ def train_run(optimizer_name, schedule, lr, seed, data, script_args, training_ar
         save_strategy="no",
         seed=seed,
     )
-    optimizer = build_optimizer(optimizer_name, model, lr)
     trainer = Trainer(
         model=model,
         args=args,
@@ -187,7 +188,9 @@ def train_run(optimizer_name, schedule, lr, seed, data, script_args, training_ar
         eval_dataset=held_out,
         data_collator=PackedStreamCollator(),
         callbacks=[callback],
-        optimizers=(optimizer, None),
+        # The Trainer builds it from the model (a ready optimizer is refused under FSDP; accelerate then gives it the
+        # sharded parameters): a factory, called as factory()(model, lr=lr).
+        optimizer_cls_and_kwargs=(lambda: functools.partial(build_optimizer, optimizer_name), {"lr": lr}),
     )
     trainer.train()
     final = trainer.evaluate()["eval_loss"]
@@ -206,7 +209,8 @@ def _constants(model, stream, script_args, seed):
     for index in order[: script_args.constant_batches].tolist():
         ids = stream[index * blocks : (index + 1) * blocks].view(4, script_args.seq_len)
         batches.append({"input_ids": ids, "labels": ids})
-    return measure_constants(model, Scion(model), batches)
+    whole = unsharded_copy(model)  # measure_constants takes whole tensors: each rank measures one process's constants
+    return measure_constants(whole, Scion(whole), batches)
 
 
 def _sweep_point(name, schedule, base_lr, data, script_args, training_args, label) -> dict:

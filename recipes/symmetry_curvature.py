@@ -287,8 +287,12 @@ def train_lm(script_args, training_args, lm_data, name: str, lr: float, seed: in
         eval_strategy="no",
         seed=seed,
     )
-    optimizer = build_optimizer(name, model, lr)
-    trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=held_out, optimizers=(optimizer, None))
+    # The Trainer builds it from the model (a ready optimizer is refused under FSDP; accelerate then gives it the
+    # sharded parameters): a factory, called as factory()(model, lr=lr).
+    optimizer = (lambda: partial(build_optimizer, name), {"lr": lr})
+    trainer = Trainer(
+        model=model, args=args, train_dataset=train, eval_dataset=held_out, optimizer_cls_and_kwargs=optimizer
+    )
     metrics = trainer.train().metrics
     return {
         "final_loss": trainer.evaluate()["eval_loss"],

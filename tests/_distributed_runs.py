@@ -2,7 +2,8 @@
 
 ``torchrun --nproc_per_node=2 -m hf_ext.distributed _distributed_runs.py OUT RUN...`` (with the
 FSDP variables of recipes/accelerate/fsdp2_cpu_2proc.yaml) runs each RUN sharded and writes
-``OUT/RUN.pt`` from rank 0; a test loads this file with ``runpy.run_path`` and calls the same
+``OUT/RUN.pt`` from rank 0 (``LATER_RUNS`` in a second launch, which reads what the first wrote);
+a test loads this file with ``runpy.run_path`` and calls the same
 function in its own process for the one-process result. The global batch is the same in both.
 """
 
@@ -62,13 +63,23 @@ def result(trainer) -> dict:
     }
 
 
-def adamw(output_dir) -> dict:
+def adamw(output_dir, resume_from_checkpoint=None, **overrides) -> dict:
     """The stock Trainer with AdamW and gradient clipping."""
     model, _ = tiny_causal_lm(seed=0)
-    args = TrainingArguments(**cpu_settings(output_dir, optim="adamw_torch", max_grad_norm=1.0))
+    args = TrainingArguments(**cpu_settings(output_dir, optim="adamw_torch", max_grad_norm=1.0, **overrides))
     trainer = Trainer(model=model, args=args, train_dataset=token_dataset())
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     return result(trainer)
+
+
+def adamw_checkpointed(output_dir) -> dict:
+    """``adamw`` saving a checkpoint after step 2 (DCP shards of the model and the optimizer, RNG states)."""
+    return adamw(output_dir, save_strategy="steps", save_steps=2)
+
+
+def adamw_resumed(output_dir) -> dict:
+    """``adamw`` resumed from ``adamw_checkpointed``'s step-2 checkpoint, in a later launch: step 3 again."""
+    return adamw(output_dir, Path(output_dir).parent / "adamw_checkpointed" / "checkpoint-2")
 
 
 def preference_run(algorithm: str, output_dir) -> dict:
@@ -155,18 +166,42 @@ def delta_onto_sharded(output_dir) -> dict:
     return {"params": {name: p.detach().cpu().clone() for name, p in whole.items()}}
 
 
+def copy_of_sharded(output_dir) -> dict:
+    """``unsharded_copy`` of the initial model sharded by FSDP2."""
+    from torch.distributed.fsdp import fully_shard
+
+    from hf_ext.distributed import unsharded_copy
+
+    model, _ = tiny_causal_lm(seed=0)
+    for layer in model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    plain = unsharded_copy(model)
+    return {
+        "class": type(plain).__name__,
+        "params": {name: p.detach().clone() for name, p in plain.named_parameters()},
+        "sharded": [name for name, p in plain.named_parameters() if isinstance(p, DTensor)],
+        "tied": plain.lm_head.weight is plain.model.embed_tokens.weight,
+    }
+
+
 RUNS = {
     "adamw": adamw,
+    "adamw_checkpointed": adamw_checkpointed,
     "dpo": lambda output_dir: preference_run("dpo", output_dir),
     "simpo": lambda output_dir: preference_run("simpo", output_dir),
     "grpo_sgd": grpo_sgd,
     "grpo_sgd_replicated": grpo_sgd_replicated,
     "delta_onto_sharded": delta_onto_sharded,
+    "copy_of_sharded": copy_of_sharded,
 }
+
+# Run in a second launch, after RUNS: they read what those wrote.
+LATER_RUNS = {"adamw_resumed": adamw_resumed}
 
 if __name__ == "__main__":
     out, names = Path(sys.argv[1]), sys.argv[2:]
     for name in names:
-        outcome = RUNS[name](out / name)
+        outcome = (RUNS | LATER_RUNS)[name](out / name)
         if torch.distributed.get_rank() == 0:
             torch.save(outcome, out / f"{name}.pt")

@@ -144,13 +144,14 @@ class DistributedRuns:
 @pytest.fixture(scope="session")
 def distributed_runs(torchrun, tmp_path_factory) -> DistributedRuns:
     """Every run of ``tests/_distributed_runs.py`` on two CPU processes sharded by accelerate's FSDP2 (the shipped
-    ``fsdp2_cpu_2proc`` config), in one launch for the whole session."""
+    ``fsdp2_cpu_2proc`` config), launched once for the whole session (twice: ``LATER_RUNS`` in new processes)."""
     from hf_ext.recipes import recipes_dir
 
     folder = tmp_path_factory.mktemp("fsdp2_runs")
-    runs = runpy.run_path(str(DISTRIBUTED_RUNS))["RUNS"]
+    script = runpy.run_path(str(DISTRIBUTED_RUNS))
     config = recipes_dir() / "accelerate" / "fsdp2_cpu_2proc.yaml"
-    torchrun(DISTRIBUTED_RUNS, str(folder), *runs, cwd=folder, accelerate_config=config)
+    for runs in (script["RUNS"], script["LATER_RUNS"]):  # the later ones start new processes, as a resumed run does
+        torchrun(DISTRIBUTED_RUNS, str(folder), *runs, cwd=folder, accelerate_config=config)
     return DistributedRuns(folder)
 
 

@@ -36,6 +36,23 @@ def test_two_cpu_processes_are_started_by_torchrun():
     assert command[:6] == ["env", "ACCELERATE_USE_CPU=true", *torchrun]
 
 
+def test_fsdp_on_two_cpu_processes_starts_torchrun_with_the_fsdp_settings_through_hf_ext_distributed():
+    command = cli.launch_command("sft_arithmetic", None, ["model=tiny"], "fsdp2_cpu_2proc")
+    start = command.index(sys.executable)
+    assert command[0] == "env" and {"ACCELERATE_USE_FSDP=true", "FSDP_VERSION=2", "ACCELERATE_USE_CPU=true"} <= set(
+        command[1:start]
+    )
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29519"]
+    assert command[start : start + 7] == [*torchrun, "-m", "hf_ext.distributed"]
+    assert command[start + 7] == str(recipe_script("sft_arithmetic"))
+
+
+def test_fsdp_on_gpus_is_accelerate_launch_with_the_shipped_config():
+    command = cli.launch_command("sft_arithmetic", None, [], "fsdp2_gpu")
+    assert command[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
+    assert command[command.index("--config_file") + 1].endswith("accelerate/fsdp2_gpu.yaml")
+
+
 @pytest.mark.slow
 def test_the_two_process_launch_really_starts_two_ranks(tmp_path):
     """accelerate 1.15 launched the cpu_2proc config as one process: the two-process recipe tests ran on one."""
@@ -79,7 +96,7 @@ def test_config_may_name_a_shipped_config():
         ),
         (["run", "sft_arithmetic", "oops"], "overrides must look like key=value, got 'oops'"),
         (["run", "sft_arithmetic", "--config", "missing.yaml"], "--config: no such file or shipped config"),
-        (["run", "sft_arithmetic", "--accelerate-config", "tpu"], "one of ['cpu', 'cpu_2proc']"),
+        (["run", "sft_arithmetic", "--accelerate-config", "tpu"], "one of ['cpu', 'cpu_2proc', 'fsdp2_cpu_2proc'"),
     ],
 )
 def test_run_rejects_bad_input_with_a_clear_message(argv, message, capsys):

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from hf_ext.distributed import fsdp_launch_env
+from hf_ext.distributed import fsdp_launch_env, unsharded_copy
+from hf_ext.models import tiny_causal_lm
 from hf_ext.recipes import recipes_dir
 
 
@@ -26,3 +27,29 @@ def test_adamw_on_two_fsdp2_processes_equals_one_process(distributed_runs, tmp_p
     two, one = distributed_runs.sharded("adamw"), distributed_runs.one_process("adamw", tmp_path)
     assert distributed_runs.max_relative_difference(two["params"], one["params"]) <= 1e-6
     torch.testing.assert_close(two["losses"], one["losses"], rtol=1e-6, atol=0)
+
+
+@pytest.mark.slow
+def test_a_sharded_checkpoint_resumes_in_new_processes_exactly(distributed_runs):
+    uninterrupted, resumed = distributed_runs.sharded("adamw_checkpointed"), distributed_runs.sharded("adamw_resumed")
+    checkpoint = distributed_runs.folder / "adamw_checkpointed" / "checkpoint-2"
+    assert (checkpoint / "pytorch_model_fsdp_0").is_dir() and (checkpoint / "optimizer_0").is_dir(), "DCP shards"
+    for name, param in uninterrupted["params"].items():
+        assert torch.equal(resumed["params"][name], param), name
+    assert resumed["losses"][-1] == uninterrupted["losses"][-1]
+
+
+def test_an_unsharded_model_is_copied_independently():
+    model, _ = tiny_causal_lm(seed=0)
+    copy = unsharded_copy(model)
+    with torch.no_grad():
+        copy.model.norm.weight.add_(1.0)
+    assert not torch.equal(copy.model.norm.weight, model.model.norm.weight)
+
+
+@pytest.mark.slow
+def test_a_sharded_model_is_copied_whole_as_its_own_class(distributed_runs):
+    copy = distributed_runs.sharded("copy_of_sharded")
+    assert copy["class"] == "LlamaForCausalLM" and not copy["sharded"] and copy["tied"]
+    for name, param in tiny_causal_lm(seed=0)[0].named_parameters():
+        assert torch.equal(copy["params"][name], param), name

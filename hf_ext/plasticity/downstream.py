@@ -19,7 +19,9 @@ from transformers import (
     TrainingArguments,
 )
 
+from .._sharded import whole
 from ..data.sft import tokenize_prompt_completion
+from ..distributed import unsharded_copy
 from ..evaluation import arithmetic_accuracy
 
 
@@ -49,7 +51,7 @@ def classification_after_finetuning(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(args.seed)
         model = AutoModelForSequenceClassification.from_config(config)
-    model.base_model.load_state_dict(base.base_model.state_dict())
+    model.base_model.load_state_dict({name: whole(t) for name, t in base.base_model.state_dict().items()})
     model.to(base.device)
     tokenized = splits.map(
         lambda rows: tokenizer(rows["text"], truncation=True, max_length=max_length),
@@ -82,7 +84,7 @@ def arithmetic_after_finetuning(
     Both are chat-format arithmetic rows (:func:`hf_ext.data.arithmetic_dataset`); the loss is on
     the completion tokens only, and ``tokenizer`` needs a chat template.
     """
-    model = copy.deepcopy(base)
+    model = unsharded_copy(base)
     columns = train.column_names
     tokenize = {"tokenizer": tokenizer}
     trainer = Trainer(

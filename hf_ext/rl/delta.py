@@ -26,7 +26,7 @@ from torch.distributed.tensor import DTensor
 from transformers import TrainerCallback
 
 from .._files import open_safetensors
-from .._sharded import local, sharding
+from .._sharded import local, sharding, whole
 from .._tied import split_tied
 
 FORMAT = "hf_ext.sparse_delta/2"
@@ -42,11 +42,6 @@ def bit_pattern(tensor: torch.Tensor) -> torch.Tensor:
     """The tensor's raw bit patterns, so that comparisons are exact (NaN == NaN, -0.0 != 0.0)."""
     tensor = tensor.detach().contiguous()
     return tensor.view(_BITS[tensor.element_size()]) if tensor.is_floating_point() else tensor
-
-
-def whole(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` entire: a ``DTensor``'s shards gathered (every rank of its mesh calls this), else ``tensor``."""
-    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
 
 def flat_shard(tensor: torch.Tensor, name: str = "a tensor") -> tuple[torch.Tensor, int, dist.ProcessGroup | None]:

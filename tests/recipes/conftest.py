@@ -6,10 +6,13 @@ import pytest
 
 @pytest.fixture
 def run_on_two_processes(tmp_path):
-    """``hf-ext run RECIPE --accelerate-config cpu_2proc key=value...`` into ``tmp_path``; returns stdout."""
+    """``hf-ext run RECIPE --accelerate-config cpu_2proc key=value...`` into ``tmp_path``; returns stdout.
 
-    def run(recipe: str, overrides: list[str]) -> str:
-        command = [sys.executable, "-m", "hf_ext.cli", "run", recipe, "--accelerate-config", "cpu_2proc"]
+    ``accelerate_config="fsdp2_cpu_2proc"`` shards the model between the two processes instead.
+    """
+
+    def run(recipe: str, overrides: list[str], accelerate_config: str = "cpu_2proc") -> str:
+        command = [sys.executable, "-m", "hf_ext.cli", "run", recipe, "--accelerate-config", accelerate_config]
         result = subprocess.run(
             [*command, *overrides, f"output_dir={tmp_path}"], cwd=tmp_path, capture_output=True, text=True, timeout=600
         )

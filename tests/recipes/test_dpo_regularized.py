@@ -60,3 +60,16 @@ def test_cli_runs_dpo_with_the_regularizer_on_two_cpu_processes(tmp_path, run_on
     stdout = run_on_two_processes("dpo_regularized", overrides)
     assert stdout.count("dpo regularized: held-out chosen mean log-prob") == 1
     assert json.loads((tmp_path / "results.json").read_text())["regularized"]["steps"] == 2
+
+
+@pytest.mark.slow
+def test_cli_runs_dpo_sharded_on_two_cpu_processes_as_one_process_does(tmp_path, run_on_two_processes):
+    settings = ["model=tiny", "num_train=8", "num_eval=4", "max_steps=2", "logging_steps=1"]
+    run_on_two_processes("dpo_regularized", [*settings, "per_device_train_batch_size=2"], "fsdp2_cpu_2proc")
+    sharded = json.loads((tmp_path / "results.json").read_text())
+    one = main(["--config", _config("dpo"), *TINY_RUN, "--output_dir", str(tmp_path / "one")])
+    for variant in ("vanilla", "regularized"):
+        for key in ("loss", "train_mean_logps_chosen"):
+            assert [v for _, v in sharded[variant][key]] == pytest.approx([v for _, v in one[variant][key]], rel=1e-6)
+        for key in ("held_out_after", "held_out_displacement"):
+            assert sharded[variant][key] == pytest.approx(one[variant][key], rel=1e-5, abs=1e-7), key

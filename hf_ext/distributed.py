@@ -88,7 +88,8 @@ def unsharded_copy(model: PreTrainedModel) -> PreTrainedModel:
         plain = architecture(copy.deepcopy(model.config))
     plain.load_state_dict({name: whole(tensor) for name, tensor in model.state_dict().items()})
     plain.generation_config = copy.deepcopy(model.generation_config)
-    return plain.to(next(model.parameters()).device)
+    reference = next(model.parameters())
+    return plain.to(reference.device, reference.dtype)
 
 
 def main(argv: list[str] | None = None) -> None:

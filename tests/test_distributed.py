@@ -39,6 +39,13 @@ def test_a_sharded_checkpoint_resumes_in_new_processes_exactly(distributed_runs)
     assert resumed["losses"][-1] == uninterrupted["losses"][-1]
 
 
+def test_python_m_hf_ext_distributed_needs_a_script():
+    from hf_ext.distributed import main
+
+    with pytest.raises(SystemExit, match="usage: python -m hf_ext.distributed SCRIPT"):
+        main([])
+
+
 def test_an_unsharded_model_is_copied_independently():
     model, _ = tiny_causal_lm(seed=0)
     copy = unsharded_copy(model)

@@ -3,9 +3,8 @@ import math
 
 import pytest
 import torch
-from datasets import Dataset
 from torch import nn
-from transformers import LlamaConfig, LlamaForCausalLM, Trainer
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from hf_ext.optim import SymmetryCurvature, SymmetryGroup, inverse_root, newton_schulz, symmetry_param_groups
 from hf_ext.optim.shared.newton_schulz import CUBIC
@@ -191,33 +190,7 @@ def test_bad_arguments_are_refused(kwargs, message):
         SymmetryCurvature([nn.Parameter(torch.ones(3, 2))], **kwargs)
 
 
-def _blocks():
-    ids = torch.randint(0, 40, (16, 12), generator=torch.Generator().manual_seed(0)).tolist()
-    return Dataset.from_dict({"input_ids": ids, "labels": ids})
-
-
-def _losses(trainer):
-    return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-
-
-def test_through_the_trainer_both_ways(training_args, tmp_path):
-    run = {"max_steps": 6, "learning_rate": 0.01, "logging_steps": 1, "seed": 0}
-    model = _untied_llama()
-    direct = Trainer(
-        model=model,
-        args=training_args(**run, output_dir=tmp_path / "a"),
-        train_dataset=_blocks(),
-        optimizers=(SymmetryCurvature(model, lr=0.01), None),
-    )
-    direct.train()
-    model_b = _untied_llama()
-    by_class = Trainer(
-        model=model_b,
-        args=training_args(**run, output_dir=tmp_path / "b"),
-        train_dataset=_blocks(),
-        optimizer_cls_and_kwargs=(SymmetryCurvature, {"params": symmetry_param_groups(model_b), "lr": 0.01}),
-    )
-    by_class.train()
-    assert isinstance(by_class.optimizer.optimizer, SymmetryCurvature)
-    assert _losses(direct) == pytest.approx(_losses(by_class))
-    assert _losses(direct)[-1] < _losses(direct)[0]
+def test_through_the_trainer_both_ways(trained_both_ways):
+    direct, by_class = trained_both_ways(_untied_llama, SymmetryCurvature, symmetry_param_groups, lr=0.01)
+    assert direct == pytest.approx(by_class)
+    assert direct[-1] < direct[0]

@@ -1,0 +1,42 @@
+import pytest
+import torch
+from datasets import Dataset
+from transformers import Trainer
+
+
+def _blocks():
+    ids = torch.randint(0, 40, (16, 12), generator=torch.Generator().manual_seed(0)).tolist()
+    return Dataset.from_dict({"input_ids": ids, "labels": ids})
+
+
+def _losses(trainer):
+    return [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+
+
+@pytest.fixture
+def trained_both_ways(training_args, tmp_path):
+    """``(model_factory, optimizer_class, param_groups, lr) -> (losses, losses)``: six logged steps of the Trainer,
+    given the optimizer built on the model (``optimizers=``) and given its class (``optimizer_cls_and_kwargs=``)."""
+
+    def train(model_factory, optimizer_class, param_groups, lr):
+        run = {"max_steps": 6, "learning_rate": lr, "logging_steps": 1, "seed": 0}
+        model = model_factory()
+        direct = Trainer(
+            model=model,
+            args=training_args(**run, output_dir=tmp_path / "a"),
+            train_dataset=_blocks(),
+            optimizers=(optimizer_class(model, lr=lr), None),
+        )
+        direct.train()
+        model = model_factory()
+        by_class = Trainer(
+            model=model,
+            args=training_args(**run, output_dir=tmp_path / "b"),
+            train_dataset=_blocks(),
+            optimizer_cls_and_kwargs=(optimizer_class, {"params": param_groups(model), "lr": lr}),
+        )
+        by_class.train()
+        assert isinstance(by_class.optimizer.optimizer, optimizer_class)
+        return _losses(direct), _losses(by_class)
+
+    return train

@@ -7,9 +7,9 @@ the next state is independent of the current one, every carried adjoint is zero 
 energy gradient averages to zero over a random state) gets no signal at all.
 CAM: roll out without gradients, carry the discrete adjoint ``a_k ~ dE[E(x_T) | x_k]/dx_k`` backward along each
 trajectory (:func:`adjoint_targets`); flipping node i at step k then changes the expected terminal energy by
-``-benefit = (1 - 2 x_k[i]) a_{k+1}[i]``, and the flip probability optimal for it under the entropy term,
-``sigmoid(logit(reference_flip) + benefit / tau)``, is a fixed regression target for the network's flip logit at that
-state.
+``-benefit = (1 - 2 x_k[i]) a_{k+1}[i]``, and the network's flip probability ``p`` at that state is fitted by
+``-p benefit + tau KL(p || reference_flip)``: linear in the benefit, so over rollouts it is minimised by the flip
+probability optimal under the KL term, ``sigmoid(logit(reference_flip) + E[benefit | x] / tau)``.
 REINFORCE: the score-function gradient of the same objective, the mean over the K chains of a graph as baseline.
 """
 
@@ -45,11 +45,25 @@ def initial_model(config: CAMConfig) -> FlipGNN:
     return model
 
 
+def bernoulli_kl(logits: torch.Tensor, reference_logit: float) -> torch.Tensor:
+    """``KL(Bernoulli(sigmoid(logits)) || Bernoulli(sigmoid(reference_logit)))``, elementwise."""
+    reference = torch.full_like(logits, reference_logit)
+    p = torch.sigmoid(logits)
+    return p * (F.logsigmoid(logits) - F.logsigmoid(reference)) + (1 - p) * (
+        F.logsigmoid(-logits) - F.logsigmoid(-reference)
+    )
+
+
 def cam_loss(model: FlipGNN, config: CAMConfig, batch, trajectory: Trajectory, tau: float) -> torch.Tensor:
-    """Cross-entropy of the network's flip probabilities against the adjoint-tilted targets."""
+    """``mean(-p * benefit + tau * KL(p || reference_flip))`` over steps, chains and nodes, ``p`` the network's flip
+    probabilities at the visited states. Linear in the benefit, so it is minimised in expectation by
+    ``p = sigmoid(logit(reference_flip) + E[benefit | x] / tau)``. A cross-entropy fit to each rollout's
+    ``sigmoid(logit(reference_flip) + benefit / tau)``, our earlier loss, converges to the mean of the sigmoid instead,
+    pulled toward the reference wherever the benefit is noisy: it kept MIS chains at the uniform chain before their
+    last step (docs/cam.md)."""
     benefit = flip_benefit(config.problem, batch, trajectory, config.beta)
     logits = flip_logits(model, batch, trajectory.states[:-1], config.steps)
-    return F.binary_cross_entropy_with_logits(logits, torch.sigmoid(base_logit(config) + benefit / tau))
+    return (-torch.sigmoid(logits) * benefit + tau * bernoulli_kl(logits, base_logit(config))).mean()
 
 
 def reinforce_loss(model: FlipGNN, config: CAMConfig, batch, trajectory: Trajectory, tau: float) -> torch.Tensor:
@@ -60,9 +74,7 @@ def reinforce_loss(model: FlipGNN, config: CAMConfig, batch, trajectory: Traject
     logits = flip_logits(model, batch, trajectory.states[:-1], config.steps)
     logp = -F.binary_cross_entropy_with_logits(logits, trajectory.flips, reduction="none").sum(0)  # (K, N)
     per_graph = logp.new_zeros(logp.shape[0], batch.num_graphs).index_add_(1, batch.graph_of, logp)
-    p = torch.sigmoid(logits)
-    cross_entropy = F.binary_cross_entropy_with_logits(torch.full_like(logits, base_logit(config)), p, reduction="sum")
-    kl = cross_entropy - F.binary_cross_entropy_with_logits(logits, p, reduction="sum")
+    kl = bernoulli_kl(logits, base_logit(config)).sum()
     return ((advantage * per_graph).sum() + kl) / max(logits.numel(), 1)
 
 

@@ -14,13 +14,14 @@ from hf_ext.companion.combinatorial.cam import (
     batch_graphs,
     energy,
     erdos_renyi,
+    flip_benefit,
     initial_model,
     rollout,
     solve,
     train,
     training_signal_variance,
 )
-from hf_ext.companion.combinatorial.cam.train import cam_loss, reinforce_loss
+from hf_ext.companion.combinatorial.cam.train import base_logit, cam_loss, reinforce_loss
 
 
 @pytest.mark.parametrize("problem", ["mis", "maxcut"])
@@ -131,14 +132,31 @@ def test_reinforce_baseline_is_per_graph_and_its_entropy_bonus_is_cams_temperatu
 
 
 def test_cam_targets_fall_back_to_the_reference_chain_without_signal():
-    """Max-cut on a graph without edges: every adjoint is zero, so the target is base_flip everywhere and the
-    network train() starts from already fits it (loss = the binary entropy of base_flip)."""
+    """Max-cut on a graph without edges: every adjoint is zero, so the optimum is base_flip everywhere and the
+    network train() starts from already fits it (loss 0, no gradient)."""
     config = CAMConfig(problem="maxcut", steps=3, chains=2, hidden=4, layers=1, base_flip=0.2)
     model, batch = initial_model(config), batch_graphs([Graph(5, np.zeros((0, 2)))])
     trajectory = rollout(model, batch, 3, 2, torch.Generator().manual_seed(0))
     torch.testing.assert_close(trajectory.probs, torch.full((3, 2, 5), 0.2))
     loss = cam_loss(model, config, batch, trajectory, tau=0.5)
-    torch.testing.assert_close(loss, torch.tensor(-(0.2 * math.log(0.2) + 0.8 * math.log(0.8))))
+    loss.backward()
+    torch.testing.assert_close(loss, torch.tensor(0.0))
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+
+
+def test_cam_loss_is_minimised_by_the_kl_optimal_flip_probability_of_the_mean_benefit():
+    """One logit (the head's bias: zero weights) sees different benefits over the rollouts: the loss's gradient
+    vanishes at p = sigmoid(logit(base_flip) + mean benefit / tau), the KL-optimal flip probability; the earlier
+    cross-entropy to each rollout's sigmoid(logit(base_flip) + benefit / tau) stopped at the mean of the sigmoids."""
+    config, tau = CAMConfig(steps=1, chains=64, hidden=4, layers=1), 0.2  # the old loss: gradient -0.03 there
+    model, batch = initial_model(config), batch_graphs([Graph(2, np.array([[0, 1]]))])
+    trajectory = rollout(model, batch, 1, 64, torch.Generator().manual_seed(0))
+    benefit = flip_benefit("mis", batch, trajectory, config.beta)
+    assert benefit.min() < 0 < benefit.max()
+    with torch.no_grad():
+        model.head.bias.fill_(base_logit(config) + benefit.mean().item() / tau)
+    cam_loss(model, config, batch, trajectory, tau).backward()
+    assert abs(model.head.bias.grad.item()) < 1e-6
 
 
 @pytest.mark.parametrize(

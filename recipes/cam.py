@@ -9,9 +9,9 @@ for the same wall-clock time (``train_seconds``; the solver's settings are :clas
 probability ``edge_prob``), then evaluates both (best of ``eval_chains`` chains) with min-degree greedy,
 2-improvement local search and, on ER graphs of ``exact_nodes`` nodes, the exact MIS by HiGHS, on held-out ER graphs
 of the training sizes, on ``transfer_scales`` times larger ones (transfer), on the ``exact_nodes`` set and, where
-set, on ER graphs of ``large_nodes`` nodes (reference: the best set found) and RB graphs of ``rb_vars`` variables
-(solved by HiGHS). For max-cut the same on Barabasi-Albert graphs (one-flip local search; the reference is the best
-cut found).
+set, on ER graphs of ``large_nodes`` nodes (reference: the best set found, with HiGHS and an iterated local search
+given ``large_time_limit`` seconds per graph) and RB graphs of ``rb_vars`` variables (solved by HiGHS). For
+max-cut the same on Barabasi-Albert graphs (one-flip local search; the reference is the best cut found).
 It also measures the variance of the two training signals directly: gradients of independent rollouts at the
 same weights.
 
@@ -44,6 +44,7 @@ from hf_ext.companion.combinatorial.cam import (
     greedy_maxcut,
     greedy_mis,
     initial_model,
+    iterated_local_search_mis,
     local_search_maxcut,
     local_search_mis,
     rb_graph,
@@ -84,6 +85,11 @@ class CAMArguments:
         default_factory=list,
         metadata={"help": "MIS only: also evaluate on ER graphs of [low, high] nodes (e.g. [700, 800]); [] skips."},
     )
+    large_time_limit: float = field(
+        default=0.0,
+        metadata={"help": "MIS: seconds per large_nodes graph for the strong classical references there, HiGHS "
+                  "(time-limited) and the iterated local search (>= 0; 0 skips both)."},
+    )
     rb_vars: list[int] = field(
         default_factory=list,
         metadata={"help": "MIS only: also evaluate on RB graphs of [low, high] variables; [] skips."},
@@ -117,6 +123,7 @@ class CAMArguments:
         for name in ("ba_edges", "train_graphs", "eval_graphs", "eval_chains", "exact_nodes", "torch_threads"):
             checks[name] = (getattr(self, name) >= 1, ">= 1")
         checks["exact_time_limit"] = (self.exact_time_limit > 0, "> 0")
+        checks["large_time_limit"] = (self.large_time_limit >= 0, ">= 0")
         for name, (ok, allowed) in checks.items():
             if not ok:
                 raise ValueError(f"{owner}: `{name}` must be {allowed}, got {getattr(self, name)!r}")
@@ -159,8 +166,9 @@ def classical(problem: str, graph) -> dict[str, float]:
     return {"greedy": cut_value(graph, greedy), "local_search": cut_value(graph, local_search_maxcut(graph, greedy))}
 
 
-def evaluate(problem, name, graphs, models, config, args, seed) -> list[dict]:
-    """One row per method on one evaluation set: mean value and mean gap to the reference per graph."""
+def evaluate(problem, name, graphs, models, config, args, seed, strong_time_limit: float = 0.0) -> list[dict]:
+    """One row per method on one evaluation set: mean value and mean gap to the reference per graph; with
+    ``strong_time_limit`` (MIS), also HiGHS and the iterated local search for that many seconds per graph."""
     values, seconds = {}, {}
     for method, model in models.items():
         start = time.perf_counter()
@@ -171,6 +179,13 @@ def evaluate(problem, name, graphs, models, config, args, seed) -> list[dict]:
     for method in ("greedy", "local_search"):
         values[method] = [f[method] for f in found]
         seconds[method] = (time.perf_counter() - start) / 2
+    strong = {
+        "ils": lambda g: iterated_local_search_mis(g, greedy_mis(g), strong_time_limit, seed=seed),
+        "highs": lambda g: exact_mis(g, strong_time_limit)[0],
+    }
+    for method, solver in strong.items() if strong_time_limit > 0 else ():
+        start = time.perf_counter()
+        values[method], seconds[method] = [float(solver(g).sum()) for g in graphs], time.perf_counter() - start
     exact = problem == "mis" and name.startswith("exact")
     if exact:
         start = time.perf_counter()
@@ -217,16 +232,17 @@ def run_job(problem: str, seed: int, config: CAMSolverConfig, args: CAMArguments
         f"{family}{round(low * s)}-{round(high * s)}": (family, round(low * s), round(high * s))
         for s in args.transfer_scales
     }
+    large = "er{}-{}".format(*args.large_nodes) if problem == "mis" and args.large_nodes else None
     if problem == "mis":
         sets[f"exact_er{args.exact_nodes}"] = ("er", args.exact_nodes, args.exact_nodes)
-        if args.large_nodes:
-            sets["er{}-{}".format(*args.large_nodes)] = ("er", *args.large_nodes)
+        if large:
+            sets[large] = ("er", *args.large_nodes)
         if args.rb_vars:
             sets["exact_rb{}-{}x{}".format(*args.rb_vars, args.rb_domain)] = ("rb", *args.rb_vars)
     rows = []
     for i, (name, (graph_family, lo, hi)) in enumerate(sets.items()):
         graphs = instances(graph_family, lo, hi, args.eval_graphs, args, 10_000 + 97 * seed + i)
-        rows += evaluate(problem, name, graphs, models, config, args, seed)
+        rows += evaluate(problem, name, graphs, models, config, args, seed, args.large_time_limit * (name == large))
     return {
         "rows": rows,
         "variance": {"seed": seed, "problem": problem} | variance,

@@ -21,9 +21,11 @@ def test_quick_run_on_two_processes_writes_rows_variances_and_plots(tmp_path, to
     torchrun_two_processes(script)
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    # MIS: 5 sets (training sizes, 2x, exact ER, large ER, RB) x 4 methods + exact on ER and RB; max-cut: 2 x 4
-    assert len(rows) == 5 * 4 + 2 + 2 * 4
+    # MIS: 5 sets (training sizes, 2x, exact ER, large ER, RB) x 4 methods + exact on ER and RB + HiGHS and the
+    # iterated local search on the large ER set; max-cut: 2 x 4
+    assert len(rows) == 5 * 4 + 2 + 2 + 2 * 4
     assert {"er40-50", "exact_rb4-5x10"} <= {row["eval_set"] for row in rows}
+    assert {row["method"] for row in rows if row["eval_set"] == "er40-50"} >= {"ils", "highs"}
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["summary"]["mis/exact_er20/exact"]["gap_percent_mean"] == 0
     assert results["summary"]["mis/exact_er20/cam"]["gap_percent_mean"] >= 0
@@ -42,7 +44,7 @@ def test_quick_run_on_two_processes_writes_rows_variances_and_plots(tmp_path, to
     [("problems", ["tsp"], r"`problems` must be a non-empty subset of \['mis', 'maxcut'\]"),
      ("train_nodes", [50, 10], "`train_nodes` must be"), ("edge_prob", 0.0, "`edge_prob` must be in"),
      ("large_nodes", [800, 700], r"`large_nodes` must be \[\] or \[low, high\]"),
-     ("rb_domain", 1, "`rb_domain` must be >= 2")],
+     ("rb_domain", 1, "`rb_domain` must be >= 2"), ("large_time_limit", -1.0, "`large_time_limit` must be >= 0")],
 )
 def test_bad_arguments_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=f"CAMArguments: {message}"):

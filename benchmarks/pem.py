@@ -18,7 +18,6 @@ post-processing of the same runs: ``python -m cocopp -o <output-dir>/pem/ppdata 
 """
 
 import csv
-import math
 import statistics
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ from _harness import benchmark_parser, emit, save_json
 
 from hf_ext.companion.es import ESConfig, LogWeights, SepCMAES, make_weight_scheme, read_index
 from hf_ext.companion.es.compare import FUNCTION_GROUPS, slice_tests, win_rate_by_misranking
-from hf_ext.plotting import plot_bands, plot_line_panels
+from hf_ext.plotting import plot_line_panels
 from hf_ext.recipes.pem import main as run_recipe
 
 FUNCTIONS = range(101, 131)  # all of bbob-noisy
@@ -109,6 +108,21 @@ def misranking_table(records: list[dict], reference: str = "sep_cma", early: int
     }
 
 
+def misranking_curve(runs: list[list], block: int = 10) -> list[tuple[float, float]]:
+    """(middle generation, mean misranking) over blocks of ``block`` generations and over ``runs``; a generation
+    whose candidates' true values are all equal (``None``, nothing to misrank) and runs already over are skipped."""
+    length = max((len(run) for run in runs), default=0)
+    values = np.full((len(runs), length), np.nan)
+    for i, run in enumerate(runs):
+        values[i, : len(run)] = [np.nan if v is None else v for v in run]
+    curve = []
+    for start in range(0, length, block):
+        chunk = values[:, start : start + block]
+        if np.isfinite(chunk).any():
+            curve.append((start + (chunk.shape[1] + 1) / 2, float(np.nanmean(chunk))))
+    return curve
+
+
 def suite_report(suite_dir: str, threshold: float, output_dir: str) -> dict:
     """RB-PEM against every other method over the runs of ``hf-ext run pem --config pem_suite`` in ``suite_dir``
     (any dimensions): wins/losses inside and outside the high-misranking slice, per budget and function group,
@@ -149,21 +163,22 @@ def suite_report(suite_dir: str, threshold: float, output_dir: str) -> dict:
     plot_line_panels(panels, out / "pem_suite_winrate.png", title, "misranking (mean over generations)", "win rate")
     by_generation = {
         f"D = {d}, budget {budgets[-1]}D": {
-            group: [
-                [math.nan if v is None else v for v in r["misranking"]]
-                for r in records
-                if r["method"] == "sep_cma"
-                and r["dimension"] == d
-                and r["budget_multiplier"] == budgets[-1]
-                and r["function"] in functions
-            ]
+            group: misranking_curve(
+                [
+                    r["misranking"]
+                    for r in records
+                    if r["method"] == "sep_cma"
+                    and r["dimension"] == d
+                    and r["budget_multiplier"] == budgets[-1]
+                    and r["function"] in functions
+                ]
+            )
             for group, functions in FUNCTION_GROUPS.items()
         }
         for d in dimensions
     }
-    by_generation = {panel: {g: runs for g, runs in series.items() if runs} for panel, series in by_generation.items()}
-    title = "pair misranking of sep-CMA-ES's generations (mean +- std over functions and instances)"
-    plot_bands(by_generation, out / "pem_suite_misranking.png", title, "generation", "misranking", ncols=2)
+    title = "pair misranking of sep-CMA-ES's generations (mean over functions, instances and 10 generations)"
+    plot_line_panels(by_generation, out / "pem_suite_misranking.png", title, "generation", "misranking")
     everything = "+".join(map(str, dimensions))
     summary = {
         f"{row['budget']} {row['slice']} vs {row['baseline']}": (

@@ -11,7 +11,10 @@ def noisy_sphere(x):
     return float(x @ x) * np.exp(0.5 * rng.standard_normal())  # multiplicative noise, like bbob-noisy's f101
 
 
-es = SepCMAES(np.full(10, 3.0), ESConfig(weights="rb_pem", max_evaluations=3000, lower=-5, upper=5))
+# popsize 20 > D + 1: the fit on [1, x] that RB-PEM's replicates keep needs residual freedom (at the default
+# popsize 10 for D = 10 it has none, and the weights are the hard ones)
+config = ESConfig(weights="rb_pem", popsize=20, max_evaluations=3000, lower=-5, upper=5)
+es = SepCMAES(np.full(10, 3.0), config)
 while not es.stop():
     X = es.ask()  # a new population, or re-evaluations of the candidates at the elite boundary
     es.tell(X, [noisy_sphere(x) for x in X])

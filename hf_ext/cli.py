@@ -7,6 +7,7 @@ import difflib
 import enum
 import importlib.metadata
 import io
+import os
 import platform
 import re
 import subprocess
@@ -126,7 +127,18 @@ def _launcher(accelerate_config: str | None) -> list[str]:
 
         variables = [f"{key}={value}" for key, value in fsdp_launch_env(accelerate_config).items()]
         return ["env", *variables, *torchrun, "-m", "hf_ext.distributed"]
-    return [*_ACCELERATE_LAUNCH, "--config_file", accelerate_config]
+    return [*_ACCELERATE_LAUNCH, "--config_file", accelerate_config, *_cpu_threads(settings, processes)]
+
+
+def _cpu_threads(settings: dict, processes: int) -> list[str]:
+    """accelerate's own thread count for a CPU run, passed explicitly: left to accelerate, it comes with a warning
+    on stderr (where a refused resume must be the only line) whenever ``OMP_NUM_THREADS`` is unset."""
+    if not settings.get("use_cpu", False) or "OMP_NUM_THREADS" in os.environ:
+        return []
+    import psutil  # accelerate's dependency, as in its launcher
+
+    threads = (psutil.cpu_count(logical=False) or 1) // max(processes // settings.get("num_machines", 1), 1)
+    return ["--num_cpu_threads_per_process", str(max(threads, 1))]
 
 
 def launch_command(

@@ -30,6 +30,16 @@ def test_run_builds_an_accelerate_launch_command_with_the_default_config():
     assert command[-4:] == ["--model", "tiny", "--learning_rate", "1e-4"]
 
 
+def test_a_cpu_run_gets_accelerates_thread_count_without_its_warning(monkeypatch):
+    """CI's stderr began with accelerate's warning about ``--num_cpu_threads_per_process`` when OMP_NUM_THREADS was
+    unset, before a refused resume's one line."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    command = cli.launch_command("sft_arithmetic", None, [], "cpu")
+    assert int(command[command.index("--num_cpu_threads_per_process") + 1]) >= 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert "--num_cpu_threads_per_process" not in cli.launch_command("sft_arithmetic", None, [], "cpu")
+
+
 def test_two_cpu_processes_are_started_by_torchrun():
     command = cli.launch_command("sft_arithmetic", None, ["model=tiny"], "cpu_2proc")
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"]

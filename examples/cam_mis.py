@@ -21,7 +21,7 @@ train_graphs = [erdos_renyi(60, 0.15, seed) for seed in range(16)]
 test_graphs = [erdos_renyi(60, 0.15, 1000 + seed) for seed in range(4)]
 
 config = CAMConfig(problem="mis", steps=8, chains=8, train_steps=150, seed=0)
-model, history = train(config, train_graphs)  # rollouts without gradients, adjoint targets, cross-entropy fit
+model, history = train(config, train_graphs)  # rollouts without gradients, adjoint benefits, KL-regularised fit
 print(f"rollout energy per node {history[0]['energy_per_node']:.3f} -> {history[-1]['energy_per_node']:.3f}")
 
 sizes, solution = solve(model, "mis", batch_graphs(test_graphs), steps=8, chains=8)  # best of 8 chains

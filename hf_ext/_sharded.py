@@ -87,6 +87,24 @@ def sharding(tensor: torch.Tensor, name: str = "a parameter") -> Sharding | None
     return layout
 
 
+def flat_shard(tensor: torch.Tensor, name: str = "a tensor") -> tuple[torch.Tensor, int, dist.ProcessGroup | None]:
+    """This rank's entries of ``tensor`` in flat order, the whole tensor's flat index of the first one, and the group
+    that holds the rest (``None``: this rank holds them all).
+
+    A ``DTensor`` sharded along dimension 0 (FSDP2's layout) holds a contiguous run of the flat order;
+    other layouts raise ``ValueError`` naming ``name``.
+    """
+    layout = sharding(tensor, name)
+    if layout is None:
+        return local(tensor).reshape(-1), 0, None
+    if layout.dim != 0:
+        raise ValueError(
+            f"{name} is sharded along dimension {layout.dim}; a flat run of entries needs dimension 0 (FSDP2's)"
+        )
+    row = tensor.numel() // max(tensor.shape[0], 1)
+    return local(tensor).view(-1), sum(layout.sizes[: layout.rank]) * row, layout.group
+
+
 def shard_group(tensors: Iterable[torch.Tensor], owner: str) -> dist.ProcessGroup | None:
     """The one process group over which the sharded ``tensors`` are split (``None`` if none is); ``ValueError``
     naming ``owner`` when they are split over different groups."""

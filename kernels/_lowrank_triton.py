@@ -20,6 +20,7 @@ def lowrank_perturb_kernel(
     rows,
     cols,
     rank,
+    first_row,
     seed,
     scale,
     stride_w_row,
@@ -31,14 +32,15 @@ def lowrank_perturb_kernel(
 ):
     """weight[rows, cols] += scale * N[rows, rank] @ basis[cols, rank]^T, N drawn in-kernel.
 
-    N[i, k] is ``z[i * rank + k]`` of ``seeded_noise_at``: the same numbers ``seeded_normal_kernel``
-    writes for a row-major (rows, rank) tensor, so a hook that materialises N agrees with this update.
+    N[i, k] is ``z[(first_row + i) * rank + k]`` of ``seeded_noise_at``: the same numbers ``seeded_normal_kernel``
+    writes for a row-major (rows, rank) tensor, so a hook that materialises N agrees with this update; a block of
+    rows starting at ``first_row`` (a shard) gets the whole weight's rows of N.
     """
     row = tl.program_id(0) * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     col = tl.program_id(1) * BLOCK_COLS + tl.arange(0, BLOCK_COLS)
     k = tl.arange(0, BLOCK_RANK)
     row_ok, col_ok, k_ok = row < rows, col < cols, k < rank
-    noise = seeded_noise_at(seed, row[:, None] * rank + k[None, :])
+    noise = seeded_noise_at(seed, (first_row + row[:, None]) * rank + k[None, :])
     noise = tl.where(row_ok[:, None] & k_ok[None, :], noise, 0.0)
     basis = tl.load(
         basis_ptr + col[None, :] * stride_b_row + k[:, None] * stride_b_col,

@@ -21,11 +21,18 @@ def seeded_noise_at(seed, index):
 
 
 @triton.jit
-def seeded_perturb_kernel(param_ptr, numel, seed, scale, BLOCK_SIZE: tl.constexpr):
-    """param += scale * z in fp32, rounded once to the parameter's dtype: one read and one write."""
-    first = tl.program_id(0) * BLOCK_SIZE
-    offsets = first + tl.arange(0, BLOCK_SIZE)
+def seeded_perturb_kernel(param_ptr, numel, first, seed, scale, BLOCK_SIZE: tl.constexpr, ALIGNED: tl.constexpr):
+    """param += scale * z[first:first + numel] in fp32, rounded once to the parameter's dtype: one read and one write.
+
+    ``first`` is the flat index of ``param``'s first entry in the whole tensor it is a shard of (0 for a whole
+    tensor); ``ALIGNED`` (``first`` a multiple of 4) draws four normals per Philox call.
+    """
+    start = tl.program_id(0) * BLOCK_SIZE
+    offsets = start + tl.arange(0, BLOCK_SIZE)
     mask = offsets < numel
     value = tl.load(param_ptr + offsets, mask=mask).to(tl.float32)
-    noise = seeded_noise(seed, first, BLOCK_SIZE)
+    if ALIGNED:
+        noise = seeded_noise(seed, first + start, BLOCK_SIZE)
+    else:
+        noise = seeded_noise_at(seed, first + offsets)
     tl.store(param_ptr + offsets, (value + scale * noise).to(param_ptr.dtype.element_ty), mask=mask)

@@ -6,6 +6,9 @@ Triton kernel draws ``N`` inside the kernel, so neither ``N`` nor ``N @ U^T`` is
 materialised in memory. :func:`seeded_normal` returns the same ``N`` (and the same ``z`` that
 :func:`hf_ext.kernels.seeded_perturb_` adds) on the same device type, for code that applies
 the perturbation to activations instead of weights.
+
+A block of rows of ``W`` (an FSDP2 shard) gets the rows of the whole ``N`` at its own indices
+(``first_row``, ``whole_rows``), so the update does not depend on how ``W`` is sharded.
 """
 
 import torch
@@ -51,16 +54,33 @@ def seeded_normal(shape: tuple[int, ...], seed: int, device: torch.device | str)
     return seeded_normal_reference(tuple(shape), seed, device)
 
 
-def lowrank_perturb_reference_(weight: torch.Tensor, basis: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
-    """Reference: ``weight += scale * N @ basis.T`` with ``N = seeded_normal((out, r), seed)``."""
-    noise = seeded_normal_reference((weight.shape[0], basis.shape[1]), seed, weight.device)
+def lowrank_perturb_reference_(
+    weight: torch.Tensor,
+    basis: torch.Tensor,
+    seed: int,
+    scale: float,
+    first_row: int = 0,
+    whole_rows: int | None = None,
+) -> torch.Tensor:
+    """Reference: ``weight += scale * N @ basis.T`` with ``N = seeded_normal((whole_rows, r), seed)[first_row:...]``."""
+    rows = weight.shape[0] if whole_rows is None else whole_rows
+    noise = seeded_normal_reference((rows, basis.shape[1]), seed, weight.device)[
+        first_row : first_row + weight.shape[0]
+    ]
     update = noise @ basis.to(torch.float32).T
     if weight.dtype == torch.float32:
         return weight.add_(update, alpha=scale)
     return weight.copy_(weight.float().add_(update, alpha=scale))
 
 
-def lowrank_perturb_triton_(weight: torch.Tensor, basis: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
+def lowrank_perturb_triton_(
+    weight: torch.Tensor,
+    basis: torch.Tensor,
+    seed: int,
+    scale: float,
+    first_row: int = 0,
+    whole_rows: int | None = None,
+) -> torch.Tensor:
     """Triton path of :func:`lowrank_perturb_` (CUDA, or CPU under ``TRITON_INTERPRET=1``)."""
     import triton
 
@@ -70,7 +90,7 @@ def lowrank_perturb_triton_(weight: torch.Tensor, basis: torch.Tensor, seed: int
         raise ValueError("lowrank_perturb_triton_: `weight` must be row-major (last stride 1)")
     rows, cols = weight.shape
     rank = basis.shape[1]
-    if rows * rank >= 2**31:
+    if (rows if whole_rows is None else whole_rows) * rank >= 2**31:
         raise ValueError("lowrank_perturb_triton_: out_features * rank must be below 2**31")
     block_rank = max(16, triton.next_power_of_2(rank))
     grid = (triton.cdiv(rows, _BLOCK_ROWS), triton.cdiv(cols, _BLOCK_COLS))
@@ -80,6 +100,7 @@ def lowrank_perturb_triton_(weight: torch.Tensor, basis: torch.Tensor, seed: int
         rows,
         cols,
         rank,
+        first_row,
         seed,
         float(scale),
         weight.stride(0),
@@ -93,7 +114,14 @@ def lowrank_perturb_triton_(weight: torch.Tensor, basis: torch.Tensor, seed: int
 
 
 @torch.compiler.disable  # traced, inductor would replace the seeded draws (unless fallback_random)
-def lowrank_perturb_(weight: torch.Tensor, basis: torch.Tensor, seed: int, scale: float) -> torch.Tensor:
+def lowrank_perturb_(
+    weight: torch.Tensor,
+    basis: torch.Tensor,
+    seed: int,
+    scale: float,
+    first_row: int = 0,
+    whole_rows: int | None = None,
+) -> torch.Tensor:
     """Add ``scale * N(seed) @ basis.T`` to the 2-D ``weight`` in place and return it (eagerly under ``torch.compile``).
 
     Args:
@@ -101,6 +129,8 @@ def lowrank_perturb_(weight: torch.Tensor, basis: torch.Tensor, seed: int, scale
         basis: ``(in, r)`` tensor (AGZO: an orthonormal basis of the layer's input activations).
         seed: non-negative integer below 2**63 that determines ``N (out x r)``.
         scale: multiplier; calling again with ``-scale`` undoes the perturbation.
+        first_row, whole_rows: ``weight`` is rows ``first_row, first_row + 1, ...`` of a weight of ``whole_rows``
+            rows, and gets those rows of that weight's ``N`` (default: ``weight`` is whole).
     """
     if weight.dim() != 2 or basis.dim() != 2 or basis.shape[0] != weight.shape[1]:
         raise ValueError(
@@ -110,9 +140,15 @@ def lowrank_perturb_(weight: torch.Tensor, basis: torch.Tensor, seed: int, scale
     if not weight.is_floating_point():
         raise TypeError(f"lowrank_perturb_: `weight` must be a floating tensor, got {weight.dtype}")
     _check_seed("lowrank_perturb_", seed)
+    rows = weight.shape[0] if whole_rows is None else whole_rows
+    if not 0 <= first_row <= first_row + weight.shape[0] <= rows:
+        raise ValueError(
+            f"lowrank_perturb_: `first_row` + the rows of `weight` must lie in [0, whole_rows]; first_row={first_row}, "
+            f"rows={weight.shape[0]}, whole_rows={rows}"
+        )
     if use_triton(weight, basis) and weight.stride(1) == 1:
-        return lowrank_perturb_triton_(weight, basis, seed, scale)
-    return lowrank_perturb_reference_(weight, basis, seed, scale)
+        return lowrank_perturb_triton_(weight, basis, seed, scale, first_row, rows)
+    return lowrank_perturb_reference_(weight, basis, seed, scale, first_row, rows)
 
 
 def _check_seed(caller: str, seed: int) -> None:

@@ -26,7 +26,7 @@ from torch.distributed.tensor import DTensor
 from transformers import TrainerCallback
 
 from .._files import open_safetensors
-from .._sharded import local, sharding, whole
+from .._sharded import flat_shard, local, whole
 from .._tied import split_tied
 
 FORMAT = "hf_ext.sparse_delta/2"
@@ -42,22 +42,6 @@ def bit_pattern(tensor: torch.Tensor) -> torch.Tensor:
     """The tensor's raw bit patterns, so that comparisons are exact (NaN == NaN, -0.0 != 0.0)."""
     tensor = tensor.detach().contiguous()
     return tensor.view(_BITS[tensor.element_size()]) if tensor.is_floating_point() else tensor
-
-
-def flat_shard(tensor: torch.Tensor, name: str = "a tensor") -> tuple[torch.Tensor, int, dist.ProcessGroup | None]:
-    """This rank's entries of ``tensor`` in flat order, the whole tensor's flat index of the first one, and the group
-    that holds the rest (``None``: this rank holds them all).
-
-    A ``DTensor`` sharded along dimension 0 (FSDP2's layout) holds a contiguous run of the flat order;
-    other layouts raise ``ValueError`` naming ``name``.
-    """
-    layout = sharding(tensor, name)
-    if layout is None:
-        return local(tensor).reshape(-1), 0, None
-    if layout.dim != 0:
-        raise ValueError(f"{name} is sharded along dimension {layout.dim}; sparse deltas need dimension 0 (FSDP2's)")
-    row = tensor.numel() // max(tensor.shape[0], 1)
-    return local(tensor).view(-1), sum(layout.sizes[: layout.rank]) * row, layout.group
 
 
 def _feed(digest, prefix: str, tensor: torch.Tensor) -> None:

@@ -18,10 +18,10 @@ import torch
 import torch.distributed as dist
 from transformers import TrainerCallback
 
-from .._sharded import shard_group, sharding, sum_across
+from .._sharded import flat_shard, shard_group, sharding, sum_across
 from .._trainer_logs import add_to_logs
 from .._validation import check_finite
-from .delta import bit_pattern, changed_entries, flat_shard
+from .delta import bit_pattern, changed_entries
 
 SNAPSHOTS = ("cpu", "device", "block_hash")
 _LAYER_INDEX = re.compile(r"\.\d+\.")

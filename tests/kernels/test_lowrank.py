@@ -35,6 +35,15 @@ def test_lowrank_update_is_noise_times_basis_transpose(kernel_path, rows, cols, 
     assert_close_to_reference(updated, expected, **TOLERANCES[torch.float32])
 
 
+def test_row_blocks_get_the_whole_weights_noise_rows(kernel_path):
+    """Issue 36: an FSDP2 shard (a block of rows) is updated as those rows of the whole weight are."""
+    lowrank = kernel_path(lowrank_perturb_)
+    weight, basis = torch.randn(37, 45, device=kernel_device()), _basis(45, 5)
+    whole = lowrank(weight.clone(), basis, 7, 0.5)
+    shards = [lowrank(weight[start:stop].clone(), basis, 7, 0.5, start, 37) for start, stop in ((0, 19), (19, 37))]
+    assert torch.equal(torch.cat(shards), whole)
+
+
 def test_seeded_normal_is_the_noise_seeded_perturb_adds(kernel_path):
     z = kernel_path(seeded_normal)((33, 17), 4, kernel_device())
     assert torch.equal(z, kernel_path(seeded_normal)((33, 17), 4, kernel_device()))

@@ -43,6 +43,25 @@ def test_update_is_linear_in_scale(kernel_path):
     torch.testing.assert_close(half, 0.5 * unit, **TOLERANCES[torch.float32])
 
 
+@pytest.mark.parametrize("rows", [(19, 18), (13, 13, 11), (37, 0)], ids=["2_shards", "3_shards", "empty_shard"])
+def test_shards_get_the_whole_tensors_noise_at_their_own_indices(kernel_path, rows):
+    """Issue 36: FSDP2 keeps a block of rows per rank; a 91-column row starts the blocks at flat indices that are not
+    multiples of 4 (the Triton kernel's Philox lanes), and the last rank may hold none."""
+    perturb = kernel_path(seeded_perturb_)
+    whole = perturb(_zeros(), seed=11, scale=1.0)
+    shards, first = [], 0
+    for count in rows:
+        shards.append(perturb(_zeros((count, SHAPE[1])), seed=11, scale=1.0, first=first, whole_numel=whole.numel()))
+        first += shards[-1].numel()
+    assert torch.equal(torch.cat(shards), whole)
+
+
+@pytest.mark.parametrize(("first", "whole_numel"), [(-1, 10), (5, 7)])
+def test_a_shard_outside_its_whole_tensor_is_refused(first, whole_numel):
+    with pytest.raises(ValueError, match="whole_numel"):
+        seeded_perturb_(torch.zeros(3), seed=0, scale=1.0, first=first, whole_numel=whole_numel)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
 def test_low_precision_params_are_perturbed_in_their_dtype(kernel_path, dtype):
     kernel_path.skip_unsupported(dtype)

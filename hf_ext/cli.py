@@ -109,7 +109,8 @@ def _launcher(accelerate_config: str | None) -> list[str]:
     a single process. torchrun starts them, and ``ACCELERATE_USE_CPU`` makes accelerate (and the
     Trainer) join them over gloo as that config would. An FSDP config on CPU (which accelerate would
     start as unjoined processes) gets the settings ``accelerate launch`` would give and runs through
-    ``python -m hf_ext.distributed``, with which accelerate shards on CPU as on GPUs.
+    ``python -m hf_ext.distributed``, with which accelerate shards on CPU as on GPUs. torchrun runs as
+    ``python -m hf_ext._torchrun``, which ends a failed launch with the failed rank's status and words only.
     """
     if accelerate_config is None:
         return list(_ACCELERATE_LAUNCH)
@@ -119,7 +120,7 @@ def _launcher(accelerate_config: str | None) -> list[str]:
     on_cpu = kind == "MULTI_CPU" or (kind == "FSDP" and settings.get("use_cpu", False))
     if on_cpu and settings.get("num_machines", 1) == 1 and processes > 1:
         port = settings.get("main_process_port", 29500)
-        torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}"]
+        torchrun = [sys.executable, "-m", "hf_ext._torchrun", f"--nproc_per_node={processes}"]
         torchrun.append(f"--master_port={port}")
         if kind == "MULTI_CPU":
             return ["env", "ACCELERATE_USE_CPU=true", *torchrun]

@@ -5,17 +5,31 @@ and the launcher's second one around it, would bury the line that says so. ``mai
 callers in Python.
 """
 
+import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from hf_ext._settings import SettingsMismatchError
 
+# How long a rank other than the first waits, after refusing, for the first to print the refusal and exit: the
+# launcher stops the waiting ranks as soon as one rank fails, and a rank that failed first would have them stop the
+# first rank before it printed anything.
+OTHER_RANKS_GRACE_SECONDS = 60
+
 
 def run_as_script(main: Callable[[], object]) -> None:
-    """Call a recipe's ``main``; a :class:`SettingsMismatchError` goes to stderr as one line, with exit status 2."""
+    """Call a recipe's ``main``; a :class:`SettingsMismatchError` goes to stderr as one line, with exit status 2.
+
+    Under a launcher every rank refuses the same way; only the first (``RANK`` 0) prints the line, and the others
+    wait for the launcher to stop them once it has (see ``OTHER_RANKS_GRACE_SECONDS``).
+    """
     try:
         main()
     except SettingsMismatchError as error:
-        print(f"{Path(sys.argv[0]).stem}: {error}", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":
+            print(f"{Path(sys.argv[0]).stem}: {error}", file=sys.stderr)
+        else:
+            time.sleep(OTHER_RANKS_GRACE_SECONDS)
         sys.exit(2)

@@ -42,7 +42,7 @@ def test_a_cpu_run_gets_accelerates_thread_count_without_its_warning(monkeypatch
 
 def test_two_cpu_processes_are_started_by_torchrun():
     command = cli.launch_command("sft_arithmetic", None, ["model=tiny"], "cpu_2proc")
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"]
+    torchrun = [sys.executable, "-m", "hf_ext._torchrun", "--nproc_per_node=2"]
     assert command[:6] == ["env", "ACCELERATE_USE_CPU=true", *torchrun]
 
 
@@ -52,7 +52,7 @@ def test_fsdp_on_two_cpu_processes_starts_torchrun_with_the_fsdp_settings_throug
     assert command[0] == "env" and {"ACCELERATE_USE_FSDP=true", "FSDP_VERSION=2", "ACCELERATE_USE_CPU=true"} <= set(
         command[1:start]
     )
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29519"]
+    torchrun = [sys.executable, "-m", "hf_ext._torchrun", "--nproc_per_node=2", "--master_port=29519"]
     assert command[start : start + 7] == [*torchrun, "-m", "hf_ext.distributed"]
     assert command[start + 7] == str(recipe_script("sft_arithmetic"))
 

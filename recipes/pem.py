@@ -41,6 +41,7 @@ from hf_ext.companion.es.compare import ecdf, run_misranking, slice_tests, win_r
 from hf_ext.companion.es.tasks import TASKS, run_task
 from hf_ext.plotting import plot_bands, plot_grouped_bars, plot_line_panels
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import settings_parser
 
 CHALLENGERS = ("rb_pem", "probe_switch")
@@ -242,4 +243,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

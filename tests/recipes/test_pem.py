@@ -1,6 +1,9 @@
 import csv
 import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -48,6 +51,21 @@ def test_a_rerun_with_another_seed_is_refused_before_any_work(quick_run):
     with pytest.raises(ValueError, match=message):
         main([*QUICK, "--output_dir", str(out), "--workers", "1", "--seed", "1"])
     assert {name: (out / name).read_bytes() for name in before} == before
+
+
+def test_a_refused_rerun_as_a_script_says_why_in_one_line(tmp_path):
+    """Issue 37: the pem script let the refusal out as a traceback, where the other recipes print one line."""
+    (tmp_path / "coco" / "exdata").mkdir(parents=True)  # what a run with seed 0 left
+    (tmp_path / "coco" / "settings.json").write_text('{"seed": 0}')
+    command = [sys.executable, "-m", "hf_ext.recipes.pem", *QUICK, "--output_dir", str(tmp_path), "--seed", "1"]
+    env = os.environ | {"OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"pem: cannot resume the bbob-noisy runs in {tmp_path / 'coco'} under other settings than those stored in "
+        f"{tmp_path / 'coco' / 'settings.json'}: seed: stored 0, now 1. Rerun with the stored settings to resume, or "
+        f"start fresh: pass another result_folder (the pem recipe: output_dir), or delete {tmp_path / 'coco'}."
+    ]
 
 
 def test_a_field_set_by_the_user_wins_over_the_quick_config():

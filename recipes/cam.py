@@ -19,6 +19,13 @@ Writes ``runs.csv`` (one row per seed, problem, evaluation set and method: mean 
 seconds), ``results.json`` (rows, summary, signal variances, training curves, the rollouts' chain diagnostics over
 the last tenth of training), ``cam_gap.png`` and
 ``cam_training.png`` to ``output_dir``.
+
+Each (problem, seed) job is stored in ``jobs/`` as it finishes, and a rerun into the same ``output_dir`` runs only
+the missing ones, under the same settings (``settings.json``; ``problems``, ``seeds`` and ``output_dir`` only choose
+which jobs are made and may change). With step budgets (``train_seconds: inf``, ``large_time_limit: 0``, and
+``exact_time_limit`` long enough for HiGHS to prove its sets optimal) a job's numbers are a function of the
+settings alone, so a run killed at any point and resumed reports what the uninterrupted one does, but for the
+measured ``seconds``; a wall-clock budget makes them depend on the machine's speed.
 """
 
 import statistics
@@ -53,10 +60,15 @@ from hf_ext.companion.combinatorial.cam import (
     training_signal_variance,
 )
 from hf_ext.plotting import plot_curves, plot_grouped_bars
+from hf_ext.recipes._jobs import check_job_settings, stored_or_run
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
 PROBLEMS = ("mis", "maxcut")
+# Arguments that choose which jobs are made or where they go, not what a job computes: they may change between
+# reruns into the same output_dir (every other setting must not).
+NOT_JOB_SETTINGS = ("problems", "seeds", "output_dir")
 
 
 @dataclass
@@ -278,14 +290,26 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
+def job_settings(args: CAMArguments, config: CAMSolverConfig) -> dict:
+    """What decides a job's numbers: every setting but ``NOT_JOB_SETTINGS`` (stored, and checked on a rerun)."""
+    return {k: v for k, v in asdict(args).items() if k not in NOT_JOB_SETTINGS} | shared_settings(config)
+
+
 def main(argv: list[str] | None = None) -> dict:
     args, config = parser(argv).parse_args_and_config(argv)
     # No TrainingArguments here to set up CPU processes: without a GPU, ask for them (gloo) directly.
     state = PartialState(cpu=not torch.cuda.is_available())
     torch.set_num_threads(args.torch_threads)
+    out = Path(args.output_dir)
+    if state.is_main_process:  # before any job; the other ranks are stopped by the launcher if it refuses
+        check_job_settings(out, job_settings(args, config), "cam")
+    state.wait_for_everyone()
     jobs = [(problem, seed) for seed in args.seeds for problem in args.problems]
     mine = jobs[state.process_index :: state.num_processes]
-    local = [run_job(p, s, config, args) for p, s in tqdm(mine, desc="cam", disable=not state.is_main_process)]
+    local = [
+        stored_or_run(out, f"{p}_seed_{s}", run_job, p, s, config, args)
+        for p, s in tqdm(mine, desc="cam", disable=not state.is_main_process)
+    ]
     done = gather_object(local) if state.num_processes > 1 else local
     rows = [row for job in done for row in job["rows"]]
     results = {
@@ -297,7 +321,6 @@ def main(argv: list[str] | None = None) -> dict:
         "args": asdict(args),
         "config": shared_settings(config),
     }
-    out = Path(args.output_dir)
     if state.is_main_process:
         write_results(out, results)
         write_rows(out / "runs.csv", rows)
@@ -324,4 +347,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

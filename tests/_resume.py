@@ -4,9 +4,12 @@ Nothing a process holds may decide a resumed run's numbers (a model's warm start
 generators' state), so each part runs in a process of its own: the whole run into one folder; the
 same run into another, SIGKILLed (with every process it started) once ``killed_when(folder)``
 holds; the resume in a third process. The two folders must then hold the same bytes, but for their
-own path and the JSON keys a caller names (timings, counts of what this invocation did).
+own path and the JSON keys or CSV columns a caller names (timings, counts of what this invocation did), and
+the files it names as drawn from timings (a plot against wall-clock seconds), which need only exist in both.
 """
 
+import csv
+import io
 import json
 import os
 import signal
@@ -56,14 +59,31 @@ def _without(value, keys: set[str]):
     return value
 
 
-def outputs(folder: Path, ignored_keys: dict[str, set[str]] | None = None) -> dict[str, bytes]:
+def _without_columns(data: bytes, columns: set[str]) -> bytes:
+    rows = list(csv.DictReader(io.StringIO(data.decode())))
+    assert rows and columns <= rows[0].keys(), f"no columns {columns - rows[0].keys() if rows else columns} to ignore"
+    kept = io.StringIO()
+    writer = csv.DictWriter(kept, [name for name in rows[0] if name not in columns], extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return kept.getvalue().encode()
+
+
+def outputs(
+    folder: Path, ignored_keys: dict[str, set[str]] | None = None, timed_files: frozenset[str] = frozenset()
+) -> dict[str, bytes]:
     """Every file under ``folder`` by relative path: its bytes with ``folder`` itself written as ``<output_dir>``;
-    a JSON or JSON-lines file named in ``ignored_keys`` is compared without those keys (at any depth)."""
+    a JSON or JSON-lines file named in ``ignored_keys`` is compared without those keys (at any depth), a CSV file
+    without those columns, and a file in ``timed_files`` by its presence only (empty bytes)."""
     files = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         name = str(path.relative_to(folder))
         data = path.read_bytes().replace(str(folder).encode(), b"<output_dir>")
-        if name in (ignored_keys or {}):
+        if name in timed_files:
+            data = b""
+        elif name in (ignored_keys or {}) and path.suffix == ".csv":
+            data = _without_columns(data, ignored_keys[name])
+        elif name in (ignored_keys or {}):
             documents = data.splitlines() if path.suffix == ".jsonl" else [data]
             records = [json.loads(document) for document in documents]
             data = b"\n".join(json.dumps(_without(record, ignored_keys[name])).encode() for record in records)
@@ -76,6 +96,7 @@ def assert_resumes_identically(
     killed_when: Callable[[Path], bool],
     tmp_path: Path,
     ignored_keys: dict[str, set[str]] | None = None,
+    timed_files: frozenset[str] = frozenset(),
 ) -> dict[str, bytes]:
     """Run ``command(folder)`` whole; run it again, SIGKILLed once ``killed_when(folder)`` holds, then resume it in a
     new process; assert both folders hold the same :func:`outputs`, and return them."""
@@ -83,7 +104,7 @@ def assert_resumes_identically(
     _run(command(whole), tmp_path)
     _run_until_killed(command(resumed), tmp_path, lambda: killed_when(resumed))
     _run(command(resumed), tmp_path)
-    expected, got = outputs(whole, ignored_keys), outputs(resumed, ignored_keys)
+    expected, got = outputs(whole, ignored_keys, timed_files), outputs(resumed, ignored_keys, timed_files)
     assert got.keys() == expected.keys()
     differing = [name for name in expected if got[name] != expected[name]]
     assert not differing, f"the resumed run's files differ from the uninterrupted run's: {differing}"

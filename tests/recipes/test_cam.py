@@ -1,13 +1,23 @@
 import csv
 import json
+import re
 
 import pytest
 
 from hf_ext import cli
+from hf_ext._settings import SettingsMismatchError
 from hf_ext.companion.combinatorial.cam import CAMConfig
 from hf_ext.recipes import shipped_config
+from hf_ext.recipes._jobs import check_job_settings
 from hf_ext.recipes._settings import run_config
-from hf_ext.recipes.cam import CAMArguments, CAMSolverConfig, parser
+from hf_ext.recipes.cam import CAMArguments, CAMSolverConfig, job_settings, main, parser
+
+# cam_quick with step budgets only (no wall-clock training or time-limited references): each job's numbers are a
+# function of the settings, and a whole run takes about 9 s
+STEP_BUDGETS = [
+    "--config", str(shipped_config("cam_quick")), "--train_seconds", "inf", "--train_steps", "10",
+    "--large_time_limit", "0", "--variance_repeats", "2",
+]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -69,3 +79,34 @@ def test_a_setting_given_with_the_quick_config_is_kept():
     flags = ["--config", str(shipped_config("cam_quick")), "--train_nodes", "10", "12", "--chains", "2"]
     args, config = parser().parse_args_and_config(flags)
     assert (args.train_nodes, args.eval_graphs, config.chains, config.steps) == ([10, 12], 2, 2, 4)
+
+
+def test_a_run_sigkilled_mid_way_and_resumed_in_a_new_process_ends_as_the_uninterrupted_one(tmp_path, resume_check):
+    """Issue 37: the recipe trained for wall-clock seconds and redid every job on a rerun; killed after its first
+    (problem, seed) job and resumed in a new process, every file is now the uninterrupted run's, but for the
+    measured seconds."""
+    seconds = {"seconds"}
+    outputs = resume_check.assert_resumes_identically(
+        resume_check.module_command("hf_ext.recipes.cam", *STEP_BUDGETS),
+        lambda folder: len(list((folder / "jobs").glob("*.json"))) >= 1,
+        tmp_path,
+        ignored_keys={
+            "results.json": seconds, "runs.csv": seconds, "jobs/mis_seed_0.json": seconds,
+            "jobs/maxcut_seed_0.json": seconds,
+        },  # fmt: skip
+    )
+    assert {"cam_gap.png", "cam_training.png", "settings.json"} <= outputs.keys()
+
+
+def test_a_rerun_with_other_settings_is_refused_before_any_job(tmp_path):
+    args, config = parser().parse_args_and_config([*STEP_BUDGETS, "--output_dir", str(tmp_path)])
+    check_job_settings(tmp_path, job_settings(args, config), "cam")  # what a first run stored with its jobs
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "mis_seed_0.json").write_text("{}")
+    message = (
+        rf"cannot resume the cam jobs in {re.escape(str(tmp_path))} under other settings .*: train_steps: stored 10, "
+        r"now 11\. Rerun with the stored settings to resume, or start fresh"
+    )
+    with pytest.raises(SettingsMismatchError, match=message):
+        main([*STEP_BUDGETS, "--train_steps", "11", "--seeds", "1", "--output_dir", str(tmp_path)])
+    assert list((tmp_path / "jobs").iterdir()) == [tmp_path / "jobs" / "mis_seed_0.json"]

@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from hf_ext._random import seeded_global_rng
+
 from .adjoint import flip_benefit
 from .config import CAMConfig
 from .diagnostics import chain_diagnostics
@@ -38,9 +40,10 @@ def base_logit(config: CAMConfig) -> float:
 
 
 def initial_model(config: CAMConfig) -> FlipGNN:
-    """The network ``train`` starts from, seeded by ``config.seed``: the reference chain, ``config.reference_flip``."""
-    torch.manual_seed(config.seed)
-    model = FlipGNN(config.hidden, config.layers)
+    """The network ``train`` starts from, seeded by ``config.seed`` (the global generator is left as it was): the
+    reference chain, ``config.reference_flip``."""
+    with seeded_global_rng(config.seed):  # torch.nn's initialisers draw from the global generator
+        model = FlipGNN(config.hidden, config.layers)
     torch.nn.init.constant_(model.head.bias, base_logit(config))
     return model
 

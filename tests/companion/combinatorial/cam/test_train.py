@@ -167,3 +167,16 @@ def test_the_reference_chain_is_the_problems_own_unless_set(problem, base_flip, 
     config = CAMConfig(problem=problem, steps=2, chains=2, hidden=4, layers=1, base_flip=base_flip)
     trajectory = rollout(initial_model(config), batch_graphs([erdos_renyi(6, 0.5, 0)]), 2, 2, torch.Generator())
     torch.testing.assert_close(trajectory.probs, torch.full((2, 2, 6), expected))
+
+
+def test_the_initial_model_is_a_function_of_the_seed_and_leaves_the_global_generator_alone():
+    """Issue 37: it reseeded torch's global generator (torch.manual_seed), changing what every later draw gives."""
+    config = CAMConfig(problem="mis", seed=3)
+    torch.manual_seed(11)
+    first = initial_model(config).state_dict()
+    after = torch.rand(4)
+    torch.manual_seed(12)
+    again = initial_model(config).state_dict()
+    torch.manual_seed(11)
+    assert torch.equal(torch.rand(4), after)  # initial_model drew nothing from it
+    assert all(torch.equal(first[name], again[name]) for name in first)

@@ -12,6 +12,14 @@ drawn at 1e-4) to ``output_dir``. GLNS's denoiser is trained on small instances 
 starts (``default_denoiser``; about two minutes on 2 CPU cores the first time). The LNS settings are
 :class:`LNSConfig`'s own fields but three, which each run sets: ``policy`` (the LNS method's), ``time_limit`` (the
 largest of ``time_limits``) and ``seed`` (the instance's).
+
+Each instance's runs are stored in ``jobs/`` as they finish, and a rerun into the same ``output_dir`` runs only the
+missing instances, under the same settings (``settings.json``; ``families``, ``n_columns``, ``seeds`` and
+``output_dir`` only choose which instances are run and may change). The methods race the clock, so their objectives
+depend on the machine's speed, except under step budgets: greedy, ``ortools_greedy`` and the LNS methods with
+``max_iterations`` set and ``time_limits`` and ``sub_time_limit`` long enough never to stop a search or a HiGHS
+subproblem give the same objectives in every run, so that a run killed at any point and resumed ends with the
+uninterrupted one's objectives and gaps (its times, primal integrals and plot are measured anew).
 """
 
 import resource
@@ -40,7 +48,9 @@ from hf_ext.companion.combinatorial.set_cover import (
 )
 from hf_ext.companion.combinatorial.set_cover.harness import LNS_METHODS, METHODS, run_method
 from hf_ext.plotting import plot_log_sweeps
+from hf_ext.recipes._jobs import check_job_settings, stored_or_run
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
 # beasley (costs 1-100) and rail (costs 1-2) are the denoiser's training regimes; correlated (Beasley's structure,
@@ -48,6 +58,9 @@ from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, s
 # structure, costs 1-1000) are held out from training
 FAMILIES = ("beasley", "rail", "correlated", "rail_wide")
 GAP_FLOOR = 1e-4  # a gap of 0 (the best run) is drawn at this floor on the log axis
+# Arguments that choose which instances are run or where they go, not what an instance's runs compute: they may
+# change between reruns into the same output_dir (every other setting must not).
+NOT_JOB_SETTINGS = ("families", "n_columns", "seeds", "output_dir")
 
 
 @dataclass
@@ -144,6 +157,29 @@ def gap_curve(curve: dict, best: float, grid: np.ndarray) -> list[float]:
     return gaps
 
 
+def run_instance(family: str, n_columns: int, seed: int, args: SetCoverArguments, lns: SetCoverLNSConfig, denoiser):
+    """Every method on one instance: each method's anytime curve (without its cover), the best objective any found,
+    the seconds the instance took to generate and the process's peak memory so far."""
+    started = time.perf_counter()
+    instance = make_instance(family, n_columns, seed, args)
+    generate_seconds = time.perf_counter() - started
+    curves = {}
+    for method in args.methods:
+        curve = run_method(method, instance, lns_config(method, seed, args, lns), denoiser, args.glns_steps)
+        curves[method] = {"times": curve["times"], "values": curve["values"]}
+    return {
+        "curves": curves,
+        "best": min(min(c["values"], default=np.inf) for c in curves.values()),
+        "generate_seconds": round(generate_seconds, 2),
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,  # ru_maxrss is in KiB
+    }
+
+
+def job_settings(args: SetCoverArguments, lns: SetCoverLNSConfig) -> dict:
+    """What decides an instance's runs: every setting but ``NOT_JOB_SETTINGS`` (stored, and checked on a rerun)."""
+    return {k: v for k, v in asdict(args).items() if k not in NOT_JOB_SETTINGS} | shared_settings(lns)
+
+
 def main(argv: list[str] | None = None) -> dict:
     args, lns = parser(argv).parse_args_and_config(argv)
     out = Path(args.output_dir)
@@ -151,26 +187,23 @@ def main(argv: list[str] | None = None) -> dict:
     if not state.is_main_process:  # HiGHS and OR-Tools runs are timed: one process runs them, the others wait
         state.wait_for_everyone()
         return {}
+    check_job_settings(out, job_settings(args, lns), "set_cover")
     denoiser = load_denoiser(args.denoiser) if args.denoiser and "glns" in args.methods else None
     budget = max(args.time_limits)
     grid = np.geomspace(budget / 200, budget, 40)
     rows, panels, memory = [], defaultdict(lambda: defaultdict(list)), {}
     jobs = [(f, n, s) for n in args.n_columns for f in args.families for s in args.seeds]
     for family, n_columns, seed in tqdm(jobs, desc="set_cover instances"):
-        started = time.perf_counter()
-        instance = make_instance(family, n_columns, seed, args)
-        generate_seconds = time.perf_counter() - started
-        curves = {
-            m: run_method(m, instance, lns_config(m, seed, args, lns), denoiser, args.glns_steps) for m in args.methods
-        }
-        best = min(min(c["values"], default=np.inf) for c in curves.values())
-        memory[f"{family}_{n_columns}"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # GiB (KiB units)
-        for method, curve in curves.items():
+        name = f"{family}_{n_columns}_seed_{seed}"
+        job = stored_or_run(out, name, run_instance, family, n_columns, seed, args, lns, denoiser)
+        best = job["best"]
+        memory[f"{family}_{n_columns}"] = max(memory.get(f"{family}_{n_columns}", 0.0), job["peak_rss_gib"])
+        for method, curve in job["curves"].items():
             for limit in args.time_limits:
                 rows.append(
                     {"family": family, "n_columns": n_columns, "seed": seed, "method": method, "budget": limit}
                     | score(curve, best, limit)
-                    | {"best_known": best, "generate_seconds": round(generate_seconds, 2)}
+                    | {"best_known": best, "generate_seconds": job["generate_seconds"]}
                 )
             panels[f"{family}, {n_columns} columns"][method].append(gap_curve(curve, best, grid))
     out.mkdir(parents=True, exist_ok=True)
@@ -213,4 +246,4 @@ def summarize(rows: list[dict]) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

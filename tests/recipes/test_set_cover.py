@@ -1,12 +1,27 @@
 import csv
 import json
+import re
 
 import pytest
 
 from hf_ext import cli
-from hf_ext.companion.combinatorial.set_cover import LNSConfig
+from hf_ext._random import seeded_global_rng
+from hf_ext._settings import SettingsMismatchError
+from hf_ext.companion.combinatorial.set_cover import ColumnDenoiser, LNSConfig, save_denoiser
+from hf_ext.companion.combinatorial.set_cover.training import DenoiserTrainingConfig
 from hf_ext.recipes import shipped_config
-from hf_ext.recipes.set_cover import SetCoverArguments, SetCoverLNSConfig, lns_config, main, parser
+from hf_ext.recipes._jobs import check_job_settings
+from hf_ext.recipes.set_cover import SetCoverArguments, SetCoverLNSConfig, job_settings, lns_config, main, parser
+
+# set_cover_quick on 1000 columns under step budgets: the LNS methods stop after 4 subproblems, each solved to
+# optimality well inside its limit, and no method races the clock (a run takes about 7 s)
+STEP_BUDGETS = [
+    "--config", str(shipped_config("set_cover_quick")), "--methods", "glns", "local_lns", "random_lns", "greedy",
+    "ortools_greedy", "--n_columns", "1000", "--time_limits", "120", "--sub_time_limit", "30", "--max_iterations", "4",
+    "--neighbourhood_size", "100",
+]  # fmt: skip
+# what the runs measure on the clock rather than compute
+TIMED = {"times", "primal_integral", "primal_integral_std", "time_to_1pct", "generate_seconds", "peak_rss_gib"}
 
 
 def test_quick_run_writes_csv_json_png_and_scores_every_method(tmp_path, capfd):
@@ -66,3 +81,43 @@ def test_two_processes_run_the_instances_once(run_on_two_processes):
     settings = ["--config", "set_cover_quick", "families=rail", "methods=random_lns greedy"]
     out = run_on_two_processes("set_cover", settings)
     assert out.count("rail/3000/1s/random_lns: primal integral") == 1
+
+
+def test_a_run_sigkilled_mid_way_and_resumed_in_a_new_process_ends_as_the_uninterrupted_one(tmp_path, resume_check):
+    """Issue 37: a rerun redid every instance. Killed after its first instance and resumed in a new process, it keeps
+    that instance's stored runs (their times included) and ends with the uninterrupted run's objectives and gaps."""
+    denoiser = tmp_path / "denoiser"
+    with seeded_global_rng(0):
+        save_denoiser(ColumnDenoiser(hidden=4), denoiser, DenoiserTrainingConfig(hidden=4))
+    at_the_kill = {}
+
+    def first_instance_stored(folder):
+        at_the_kill.update({path: path.read_bytes() for path in (folder / "jobs").glob("*.json")})
+        return bool(at_the_kill)
+
+    jobs = ["jobs/correlated_1000_seed_0.json", "jobs/rail_wide_1000_seed_0.json"]
+    outputs = resume_check.assert_resumes_identically(
+        resume_check.module_command("hf_ext.recipes.set_cover", *STEP_BUDGETS, "--denoiser", str(denoiser)),
+        first_instance_stored,
+        tmp_path,
+        ignored_keys={"results.json": TIMED, "runs.csv": {"primal_integral", "time_to_1pct", "generate_seconds"}}
+        | dict.fromkeys(jobs, TIMED),
+        timed_files=frozenset({"gap_vs_time.png"}),
+    )
+    assert {path: path.read_bytes() for path in at_the_kill} == at_the_kill  # stored once, never rerun
+    assert sorted(name for name in outputs if name.startswith("jobs/")) == jobs
+    assert outputs["runs.csv"].count(b"\n") == 1 + 2 * 5
+
+
+def test_a_rerun_with_other_settings_is_refused_before_any_instance(tmp_path):
+    args, lns = parser().parse_args_and_config([*STEP_BUDGETS, "--output_dir", str(tmp_path)])
+    check_job_settings(tmp_path, job_settings(args, lns), "set_cover")  # what a first run stored with its jobs
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "rail_wide_1000_seed_0.json").write_text("{}")
+    message = (
+        rf"cannot resume the set_cover jobs in {re.escape(str(tmp_path))} under other settings .*: max_iterations: "
+        r"stored 4, now 5\. Rerun with the stored settings to resume, or start fresh"
+    )
+    with pytest.raises(SettingsMismatchError, match=message):
+        main([*STEP_BUDGETS, "--max_iterations", "5", "--seeds", "1", "--output_dir", str(tmp_path)])
+    assert list((tmp_path / "jobs").iterdir()) == [tmp_path / "jobs" / "rail_wide_1000_seed_0.json"]

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from hf_ext._random import seeded_global_rng
 from hf_ext._validation import check_finite_fields
 
 from .diffusion import STEPS, ColumnDenoiser, Region, add_noise, region_graph
@@ -54,8 +55,9 @@ def train_denoiser(config: DenoiserTrainingConfig | None = None, history: list |
     """Fit the denoiser by binary cross-entropy on x_0 at random timesteps (CPU, one to two minutes at the
     defaults); each epoch's mean loss is appended to ``history`` when given."""
     config = config or DenoiserTrainingConfig()
-    torch.manual_seed(config.seed)
-    data, model = training_examples(config), ColumnDenoiser(hidden=config.hidden)
+    data = training_examples(config)
+    with seeded_global_rng(config.seed):  # torch.nn's initialisers draw from the global generator; left as it was
+        model = ColumnDenoiser(hidden=config.hidden)
     generator = torch.Generator().manual_seed(config.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
     for _ in tqdm(range(config.epochs), desc="training the denoiser"):

@@ -5,6 +5,8 @@ The style, so that every plot reads the same way:
 - step and round axes show integer ticks only;
 - numeric x ticks are few and show their plain values (no "1e-6+7.61966" offset text colliding with the
   axis label), so that labels never overlap; categorical ones are rotated;
+- a grid of panels is never wider than its panels (one panel is one panel wide), and a log y axis is set before
+  the layout is computed, so that its tick labels and the axis label fit;
 - series are named through :data:`DISPLAY_NAMES` (``"mezo"`` is drawn as "MeZO", not "MEZO");
 - wherever several seeds exist, the spread is drawn: a +-1 std band around a mean curve, or
   +-1 std error bars around a mean point (sample std, as the benchmarks report it).
@@ -22,7 +24,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
 # How method, optimizer and algorithm ids are written in legends and titles: the spelling of the papers.
 DISPLAY_NAMES = {
@@ -73,6 +75,31 @@ def _figure(nrows: int = 1, ncols: int = 1, panel_size: tuple[float, float] = (6
     figure = Figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows))
     FigureCanvasAgg(figure)
     return figure, figure.subplots(nrows, ncols, squeeze=False)
+
+
+def _panel_grid(count: int, ncols: int, panel_size: tuple[float, float] = (4.5, 3.5)) -> tuple[Figure, list[Axes]]:
+    """A figure of ``count`` panels, ``ncols`` to a row (fewer when there are fewer panels); the panels' axes, in
+    order. The grid's cells left over in the last row are hidden."""
+    ncols = max(1, min(ncols, count))
+    figure, axes = _figure(-(-count // ncols), ncols, panel_size)
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return figure, list(axes.flat[:count])
+
+
+def _log_y(ax: Axes) -> None:
+    """A log y axis labelled with plain numbers (1, 10, 100; not 10^0 and 9x10^-1). Data within one decade gets a
+    few evenly spaced ticks (0.9, 1, 1.1, ...), where a log axis would label one or two."""
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    if high / low < 10:
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=MAX_NUMERIC_TICKS + 1))
+        ax.yaxis.set_minor_locator(NullLocator())
+    else:
+        ax.yaxis.set_major_locator(LogLocator())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(plain)
 
 
 def _integer_steps(ax: Axes) -> None:
@@ -223,19 +250,19 @@ def plot_bands(
     xlabel: str,
     ylabel: str,
     ncols: int = 3,
+    log_y: bool = False,
 ) -> Figure:
     """A grid of panels; in each, every series' runs (one list per seed, indexed by round from 1) as a mean
-    line with a +-1 std band."""
-    nrows = -(-len(panels) // ncols)
-    figure, axes = _figure(nrows, ncols, panel_size=(4.5, 3.5))
-    for ax, (panel, series) in zip(axes.flat[: len(panels)], panels.items(), strict=True):
+    line with a +-1 std band; on a log y axis with ``log_y`` (wealth, which compounds)."""
+    figure, axes = _panel_grid(len(panels), ncols)
+    for ax, (panel, series) in zip(axes, panels.items(), strict=True):
         for name, runs in series.items():
             _mean_band(ax, np.arange(1, len(runs[0]) + 1), runs, display_name(name))
         _integer_steps(ax)
+        if log_y:
+            _log_y(ax)
         _label(ax, xlabel, ylabel, panel)
-    for ax in axes.flat[len(panels) :]:
-        ax.set_visible(False)
-    axes.flat[0].legend(fontsize=7)
+    axes[0].legend(fontsize=7)
     figure.suptitle(title)
     return _save(figure, path)
 
@@ -249,16 +276,13 @@ def plot_line_panels(
     ncols: int = 2,
 ) -> Figure:
     """A grid of panels; in each, one line with point markers per series of (x, y) pairs (NaN y not drawn)."""
-    nrows = -(-len(panels) // ncols)
-    figure, axes = _figure(nrows, ncols, panel_size=(4.5, 3.5))
-    for ax, (panel, series) in zip(axes.flat[: len(panels)], panels.items(), strict=True):
+    figure, axes = _panel_grid(len(panels), ncols)
+    for ax, (panel, series) in zip(axes, panels.items(), strict=True):
         for name, points in series.items():
             x, y = zip(*points, strict=True) if points else ((), ())
             ax.plot(x, y, marker="o", label=display_name(name))
         _label(ax, xlabel, ylabel, panel)
-    for ax in axes.flat[len(panels) :]:
-        ax.set_visible(False)
-    axes.flat[0].legend(fontsize=7)
+    axes[0].legend(fontsize=7)
     figure.suptitle(title)
     return _save(figure, path)
 
@@ -274,9 +298,8 @@ def plot_log_sweeps(
 ) -> Figure:
     """A grid of panels on log-log axes; in each, every series' runs (one list of values over ``x`` per seed)
     as a mean line with a +-1 std band. A point where any seed is NaN or infinite (diverged) is not drawn."""
-    nrows = -(-len(panels) // ncols)
-    figure, axes = _figure(nrows, ncols, panel_size=(4.5, 3.5))
-    for ax, (panel, series) in zip(axes.flat[: len(panels)], panels.items(), strict=True):
+    figure, axes = _panel_grid(len(panels), ncols)
+    for ax, (panel, series) in zip(axes, panels.items(), strict=True):
         for name, runs in series.items():
             with np.errstate(invalid="ignore"):  # inf - inf in the std of a diverged point
                 mean, std = mean_and_std(runs)
@@ -288,9 +311,7 @@ def plot_log_sweeps(
         # Over about a decade matplotlib labels the minor ticks too (3x10^1, 4x10^1, ...), and they overlap.
         ax.xaxis.set_minor_formatter(NullFormatter())
         _label(ax, xlabel, ylabels[panel], panel)
-    for ax in axes.flat[len(panels) :]:
-        ax.set_visible(False)
-    axes.flat[0].legend(fontsize=7)
+    axes[0].legend(fontsize=7)
     figure.suptitle(title)
     return _save(figure, path)
 

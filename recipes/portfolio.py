@@ -165,10 +165,7 @@ def plot_wealth(runs: list[dict], args: PortfolioArguments, path: Path) -> None:
             panels.setdefault(key["dataset"], {})[label] = [run["wealth"]]
     if not panels:
         return
-    figure = plot_bands(panels, path, f"Wealth at cost {args.plot_cost:.2%}", "period", "wealth", ncols=3)
-    for ax in figure.axes:
-        ax.set_yscale("log")
-    figure.savefig(path, dpi=120)
+    plot_bands(panels, path, f"Wealth at cost {args.plot_cost:.2%}", "period", "wealth (log scale)", log_y=True)
 
 
 def write_csvs(runs: list[dict], out: Path) -> None:

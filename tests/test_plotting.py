@@ -138,3 +138,37 @@ def test_line_panels_draw_each_series_at_its_x_values(tmp_path):
     np.testing.assert_array_equal(line.get_xdata(), [0.05, 0.15, 0.3])
     assert [ax.get_title() for ax in figure.axes] == ["100D", "1000D"]
     assert (tmp_path / "w.png").stat().st_size > 1000
+
+
+def _inside_the_figure(figure, texts) -> bool:
+    renderer = figure.canvas.get_renderer()
+    bounds = figure.bbox
+    return all(
+        bounds.x0 <= box.x0 and box.x1 <= bounds.x1 and bounds.y0 <= box.y0 and box.y1 <= bounds.y1
+        for box in (text.get_window_extent(renderer) for text in texts if text.get_visible() and text.get_text())
+    )
+
+
+@pytest.mark.parametrize("spread", [1.5, 1000.0])  # within one decade (the quick portfolio run), and over three
+def test_one_log_panel_is_one_panel_wide_with_its_y_label_and_every_tick_label_inside(tmp_path, spread):
+    """Issue 37: the portfolio wealth plot was one panel on a three-panel-wide canvas, with its log y axis set after
+    the layout: the y label and a tick label ("9x10^-1") fell off the figure."""
+    runs = [list(np.geomspace(0.85, 0.85 * spread, 80))]
+    figure = plot_bands({"djia": {"tco1": runs}}, tmp_path / "w.png", "t", "period", "wealth", log_y=True)
+    (ax,) = figure.axes
+    assert ax.get_yscale() == "log" and ax.get_ylabel() == "wealth"
+    assert figure.get_figwidth() == pytest.approx(4.5)
+    low, high = ax.get_ylim()
+    ticks = ax.yaxis.get_major_ticks() + ax.yaxis.get_minor_ticks()
+    labels = [tick.label1 for tick in ticks if low <= tick.get_loc() <= high]  # those drawn
+    shown = [label.get_text() for label in labels if label.get_visible() and label.get_text()]
+    assert len(shown) >= 2 and all("times" not in text and "^" not in text for text in shown), shown
+    assert _inside_the_figure(figure, [ax.yaxis.label, *labels])
+
+
+def test_a_grid_of_panels_is_as_wide_as_its_panels(tmp_path):
+    two = {f"p{i}": {"a": [(1, 1.0)]} for i in range(2)}
+    assert plot_line_panels(two, tmp_path / "l.png", "t", "x", "y", ncols=4).get_figwidth() == pytest.approx(2 * 4.5)
+    three = {f"p{i}": {"gp_ucb": [[1.0, 2.0]]} for i in range(3)}
+    figure = plot_bands(three, tmp_path / "b.png", "t", "x", "y", ncols=2)
+    assert figure.get_figwidth() == pytest.approx(2 * 4.5) and sum(ax.get_visible() for ax in figure.axes) == 3

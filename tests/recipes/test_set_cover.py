@@ -2,6 +2,7 @@ import csv
 import json
 import re
 
+import numpy as np
 import pytest
 
 from hf_ext import cli
@@ -11,7 +12,16 @@ from hf_ext.companion.combinatorial.set_cover import ColumnDenoiser, LNSConfig, 
 from hf_ext.companion.combinatorial.set_cover.training import DenoiserTrainingConfig
 from hf_ext.recipes import shipped_config
 from hf_ext.recipes._jobs import check_job_settings
-from hf_ext.recipes.set_cover import SetCoverArguments, SetCoverLNSConfig, job_settings, lns_config, main, parser
+from hf_ext.recipes.set_cover import (
+    SetCoverArguments,
+    SetCoverLNSConfig,
+    gap_curve,
+    job_settings,
+    lns_config,
+    main,
+    parser,
+    plot_gaps,
+)
 
 # set_cover_quick on 1000 columns under step budgets: the LNS methods stop after 4 subproblems, each solved to
 # optimality well inside its limit, and no method races the clock (a run takes about 7 s)
@@ -121,3 +131,12 @@ def test_a_rerun_with_other_settings_is_refused_before_any_instance(tmp_path):
     with pytest.raises(SettingsMismatchError, match=message):
         main([*STEP_BUDGETS, "--max_iterations", "5", "--seeds", "1", "--output_dir", str(tmp_path)])
     assert list((tmp_path / "jobs").iterdir()) == [tmp_path / "jobs" / "rail_wide_1000_seed_0.json"]
+
+
+def test_the_gap_plot_says_that_gap_0_is_drawn_at_its_floor(tmp_path):
+    """Issue 37: the best run's gap of 0 sat at 1e-4 on the log axis without a word."""
+    grid = np.geomspace(0.01, 1.0, 5)
+    gaps = gap_curve({"times": [0.0, 0.5], "values": [110.0, 100.0]}, 100.0, grid)
+    assert gaps[-1] == 1e-4 and gaps[0] == pytest.approx(10 / 110)  # primal gap: (found - best) / found
+    figure = plot_gaps({"rail, 1000 columns": {"local_lns": [gaps]}}, grid, tmp_path / "gaps.png")
+    assert figure.axes[0].get_ylabel() == "primal gap (0 drawn at 0.0001)"

@@ -141,17 +141,24 @@ def gathered(tensor: torch.Tensor, keep: bool) -> torch.Tensor | None:
     return whole.cpu() if keep else None
 
 
+def reshard(model: nn.Module) -> None:
+    """Shard again whatever FSDP2 holds gathered in ``model``: the root module keeps its parameters whole after a
+    forward, for the backward that would reshard them, so a forward-only step (zeroth order) reshards itself."""
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+
+
 @contextmanager
 def unsharded(model: nn.Module) -> Iterator[nn.Module]:
     """``model`` with every FSDP2 module's parameters gathered whole (plain tensors) on every rank while open, so that
     each rank computes what one process computes from the weights; a model that is not sharded is left as it is.
     Every rank enters. A forward pass inside reshards each block after it (FSDP2's hooks): read weights, not
     activations, in here."""
-    modules = [module for module in model.modules() if isinstance(module, FSDPModule)]
-    for module in modules:
-        module.unshard()
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.unshard()
     try:
         yield model
     finally:
-        for module in modules:
-            module.reshard()
+        reshard(model)

@@ -14,6 +14,7 @@ with a table of both methods. The shipped config is sized for a first look (abou
 cores); the longer comparison is the override above.
 """
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,6 +146,10 @@ def parser(argv: list[str] | None = None) -> TrlParser:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    # Under FSDP2, accelerate 1.16 shards MiniLM's BertEmbeddings (one of its _no_split_modules) and then its word
+    # embeddings again as "the input embeddings", which fails; wrapping the encoder layers alone avoids that. It is
+    # read when the Trainer's Accelerator starts, and changes nothing without FSDP.
+    os.environ.setdefault("FSDP_TRANSFORMER_CLS_TO_WRAP", "BertLayer")
     script_args, zo_config, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
     _, tokenizer = load_minilm()

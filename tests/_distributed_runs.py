@@ -82,6 +82,32 @@ def adamw_resumed(output_dir) -> dict:
     return adamw(output_dir, Path(output_dir).parent / "adamw_checkpointed" / "checkpoint-2")
 
 
+def zeroth_order(method: str, output_dir, resume_from_checkpoint=None, **overrides) -> dict:
+    """ZOTrainer (AGZO or MeZO) with isotropic noise on the other parameters (the sharded embeddings among them)."""
+    from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
+
+    model, _ = tiny_causal_lm(seed=0)
+    settings = cpu_settings(output_dir, learning_rate=1e-2, max_grad_norm=0.0, **overrides)
+    if method == "agzo":  # bases from steps 0 and 3: a run resumed at step 2 needs the saved ones
+        config = AGZOConfig(rank=2, other_params="isotropic", eps=1e-2, subspace_refresh_interval=3)
+    else:
+        config = MeZOConfig(other_params="isotropic", eps=1e-2)
+    trainer = ZOTrainer(model, TrainingArguments(**settings), train_dataset=token_dataset(), zo_config=config)
+    trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+    return result(trainer) | {"zo_steps": trainer.zo_optimizer.state_dict()["state"][0]["step"].item()}
+
+
+def agzo_checkpointed(output_dir) -> dict:
+    """AGZO saving a checkpoint after step 2 (DCP shards of the model; the ZO optimizer's step and bases)."""
+    return zeroth_order("agzo", output_dir, save_strategy="steps", save_steps=2, max_steps=4)
+
+
+def agzo_resumed(output_dir) -> dict:
+    """``agzo_checkpointed`` resumed from its step-2 checkpoint in a later launch."""
+    checkpoint = Path(output_dir).parent / "agzo_checkpointed" / "checkpoint-2"
+    return zeroth_order("agzo", output_dir, checkpoint, max_steps=4)
+
+
 def preference_run(algorithm: str, output_dir) -> dict:
     """Regularized DPO (with a reference model, which TRL shards too) or SimPO (no reference), two-sided penalty."""
     from hf_ext.alignment import (
@@ -188,6 +214,9 @@ def copy_of_sharded(output_dir) -> dict:
 RUNS = {
     "adamw": adamw,
     "adamw_checkpointed": adamw_checkpointed,
+    "agzo": lambda output_dir: zeroth_order("agzo", output_dir),
+    "mezo": lambda output_dir: zeroth_order("mezo", output_dir),
+    "agzo_checkpointed": agzo_checkpointed,
     "dpo": lambda output_dir: preference_run("dpo", output_dir),
     "simpo": lambda output_dir: preference_run("simpo", output_dir),
     "grpo_sgd": grpo_sgd,
@@ -197,7 +226,7 @@ RUNS = {
 }
 
 # Run in a second launch, after RUNS: they read what those wrote.
-LATER_RUNS = {"adamw_resumed": adamw_resumed}
+LATER_RUNS = {"adamw_resumed": adamw_resumed, "agzo_resumed": agzo_resumed}
 
 if __name__ == "__main__":
     out, names = Path(sys.argv[1]), sys.argv[2:]

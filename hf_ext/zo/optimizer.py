@@ -1,10 +1,12 @@
 """The update of zeroth-order training as a ``torch.optim.Optimizer``, so the Trainer's schedulers,
 checkpointing and accelerate's wrapping work unchanged."""
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 import torch
 
+from .._sharded import local
 from .._validation import check_finite
 from .estimator import estimate_projected_gradients
 from .perturbation import ZOPerturbation, derive_seed
@@ -32,7 +34,8 @@ class ZOOptimizer(torch.optim.Optimizer):
       and ``step()`` applies them; :meth:`zero_grad` drops them, as torch's drops gradients.
 
     ``step`` regenerates each ``Z`` from its seed, so nothing parameter-sized is stored. The step
-    count and AGZO's subspaces are part of :meth:`state_dict`, which makes a resumed run continue
+    count and AGZO's subspaces are part of :meth:`state_dict` (per parameter, as torch keeps
+    ``step``, so FSDP2's distributed checkpoints hold them too), which makes a resumed run continue
     exactly as an uninterrupted one; the pending pairs are not (they are the gradient, not state).
     """
 
@@ -85,6 +88,7 @@ class ZOOptimizer(torch.optim.Optimizer):
         except ValueError:
             self.param_groups.pop()
             raise
+        self._record_steps()
 
     def accumulate(self, seeds: list[int], projected_grads: list[float], weight: float) -> None:
         """Add ``weight * g_i * Z(seed_i)`` to the pending update (weight: 1 / (q * accumulation steps))."""
@@ -116,7 +120,15 @@ class ZOOptimizer(torch.optim.Optimizer):
         self._pending.clear()
         self._skip = False
         self._steps += 1
+        self._record_steps()
         return loss
+
+    def _record_steps(self) -> None:
+        """``state`` as torch keeps it, ``step`` per parameter, for the parameters the groups hold now (accelerate's
+        FSDP2 preparation swaps them for their shards). Never empty: ``torch.distributed.checkpoint`` steps an
+        optimizer without state once to create it, which would advance the seed stream."""
+        params = [param for group in self.param_groups for param in group["params"]]
+        self.state = defaultdict(dict, {param: {"step": torch.tensor(float(self._steps))} for param in params})
 
     def _estimate(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:
         config = self.perturbation.config
@@ -144,19 +156,48 @@ class ZOOptimizer(torch.optim.Optimizer):
                 self.perturbation.add_direction_(seed, -lr * coefficient, names=group_names)
 
     def state_dict(self) -> dict:
+        """torch's layout: per parameter its ``step`` and, for a targeted linear weight (AGZO), its ``subspace``.
+
+        Kept per parameter so that ``torch.distributed.checkpoint`` (FSDP2 checkpoints) saves and restores them:
+        it keeps only ``state`` and ``param_groups``. A basis is padded to ``(in, min(rank, in))`` columns, with
+        ``subspace_rank`` its true width (-1: not captured yet), so that the template a new process loads into
+        has the saved shapes.
+        """
+        self._record_steps()
         state = super().state_dict()
-        state["zo_subspaces"] = {name: basis.clone() for name, basis in self.perturbation.subspaces.items()}
-        state["zo_steps"] = self._steps
+        if not self.perturbation.is_subspace:
+            return state
+        weights = {id(module.weight): name for name, module in self.perturbation.targets.linears.items()}
+        for index, param in enumerate(param for group in self.param_groups for param in group["params"]):
+            if id(param) in weights:
+                state["state"].setdefault(index, {}).update(self._saved_subspace(weights[id(param)], param))
         return state
 
+    def _saved_subspace(self, name: str, weight: torch.Tensor) -> dict[str, torch.Tensor]:
+        basis = self.perturbation.subspaces.get(name)
+        padded = torch.zeros(weight.shape[1], min(self.perturbation.config.rank, weight.shape[1]))
+        if basis is not None:
+            padded[:, : basis.shape[1]] = basis.cpu()
+        return {"subspace": padded, "subspace_rank": torch.tensor(-1 if basis is None else basis.shape[1])}
+
     def load_state_dict(self, state_dict: dict) -> None:
-        state_dict = dict(state_dict)
-        subspaces = state_dict.pop("zo_subspaces", {})
-        steps = state_dict.pop("zo_steps", 0)
+        state_dict = {**state_dict, "state": {index: dict(entry) for index, entry in state_dict["state"].items()}}
+        # As torch matches them: the saved groups' keys (indices, or names from torch.distributed.checkpoint) in order.
+        saved_keys = [key for group in state_dict["param_groups"] for key in group["params"]]
+        params = dict(zip(saved_keys, (param for group in self.param_groups for param in group["params"]), strict=True))
+        names = {id(module.weight): name for name, module in self.perturbation.targets.linears.items()}
+        subspaces = {}
+        for key, entry in state_dict["state"].items():
+            basis, width = entry.pop("subspace", None), entry.pop("subspace_rank", None)
+            if basis is not None and int(width) >= 0:  # popped before torch casts it to the weight's dtype
+                # column-major, as torch.linalg.qr returned it: the update's matmul rounds differently by layout
+                basis = basis[:, : int(width)].T.contiguous().T
+                subspaces[names[id(params[key])]] = basis.to(local(params[key]).device)
         super().load_state_dict(state_dict)
-        linears = self.perturbation.targets.linears
-        self.perturbation.subspaces = {name: basis.to(linears[name].weight.device) for name, basis in subspaces.items()}
-        self._steps = steps
+        steps = [entry["step"] for entry in state_dict["state"].values() if "step" in entry]
+        self._steps = int(steps[0]) if steps else 0
+        self._record_steps()
+        self.perturbation.subspaces = subspaces
 
     # torch.optim.Optimizer pickles only defaults/state/param_groups: a copy would lose the perturbation.
     def __getstate__(self) -> dict:

@@ -18,6 +18,11 @@ is ``{0}``, so that layer is neither perturbed nor updated until a later capture
 gradient on those batches is exactly zero; a dense MeZO-style fallback would only add a random
 walk to it.
 
+Under FSDP2 the forwards see whole weights (gathered for the layer's forward), so the hooks draw the
+whole ``Z``; a sharded parameter is written on this rank's block of rows with those rows of the
+same ``Z`` (noise keyed by the seed, the parameter and the entry's index in the whole tensor), so
+one process and any number of shards perturb and update alike.
+
 The hooks run eagerly under ``torch.compile`` (``torch.compiler.disable``): traced, inductor
 would replace the seeded draws with its own random numbers (unless
 ``torch._inductor.config.fallback_random``), so the forwards would be perturbed along another
@@ -35,6 +40,7 @@ from torch import nn
 
 from hf_ext.kernels import lowrank_perturb_, seeded_normal, seeded_perturb_
 
+from .._sharded import flat_shard, local, reshard
 from .config import AGZOConfig, ZOConfig
 from .subspace import Reduce, activation_subspace
 from .targets import extend_targets, resolve_targets
@@ -115,23 +121,25 @@ class ZOPerturbation:
             raise ValueError("subspace capture needs an AGZOConfig")
         if capture_seed is not None:
             self.subspaces = {
-                name: module.weight.new_empty((module.weight.shape[1], 0), dtype=torch.float32)
+                name: torch.empty((module.weight.shape[1], 0), device=local(module.weight).device)
                 for name, module in self.targets.linears.items()
             }
         self._seed, self._scale, self._capture_seed, self._row_mask = seed, scale, capture_seed, row_mask
+        reshard(self.model)  # under FSDP2: perturb and restore the shards, not a gathered root left by a forward
         handles = [module.register_forward_hook(self._make_hook(name)) for name, module in self.targets.linears.items()]
         snapshots = []
         try:
             if scale:
-                for name, param in self.targets.others.items():
-                    snapshots.append((param, param.detach().clone()))
-                    seeded_perturb_(param.data, self.parameter_seed(seed, name), scale)
+                for name, param in self._others().items():
+                    snapshots.append((local(param.detach()), local(param.detach()).clone()))
+                    _add_noise_(param.detach(), self.parameter_seed(seed, name), scale)
             yield
         finally:
             for handle in handles:
                 handle.remove()
-            for param, original in snapshots:
-                param.data.copy_(original)
+            for shard, original in snapshots:
+                shard.copy_(original)
+            reshard(self.model)
             self._seed, self._scale, self._capture_seed, self._row_mask = None, 0.0, None, None
             self._last_capture = None
 
@@ -206,25 +214,34 @@ class ZOPerturbation:
         for name, module in self.targets.linears.items():
             if (names is not None and name + ".weight" not in names) or not self._is_perturbed(name):
                 continue
-            target = module.weight.data if out is None else out[name + ".weight"]
+            target = module.weight.detach() if out is None else out[name + ".weight"]
             seed_p = self.parameter_seed(seed, name)
             if self.is_subspace:
                 basis = self.subspaces[name]
-                lowrank_perturb_(target, basis, seed_p, coefficient / math.sqrt(basis.shape[1]))
+                shard, first = local(target), flat_shard(target)[1] // max(target.shape[1], 1)
+                lowrank_perturb_(shard, basis, seed_p, coefficient / math.sqrt(basis.shape[1]), first, target.shape[0])
             else:
-                seeded_perturb_(target, seed_p, coefficient)
-        for name, param in self.targets.others.items():
+                _add_noise_(target, seed_p, coefficient)
+        for name, param in self._others().items():
             if names is not None and name not in names:
                 continue
-            target = param.data if out is None else out[name]
-            seeded_perturb_(target, self.parameter_seed(seed, name), coefficient)
+            _add_noise_(param.detach() if out is None else out[name], self.parameter_seed(seed, name), coefficient)
+
+    def _others(self) -> dict[str, nn.Parameter]:
+        """The other perturbed parameters as the model holds them now: accelerate shards the model with FSDP2 after
+        the optimizer is built, which replaces each parameter by a new ``DTensor`` one (modules stay)."""
+        return {name: self.model.get_parameter(name) for name in self.targets.others}
 
     def named_parameters(self) -> dict[str, nn.Parameter]:
         """Every perturbed parameter by name (as in the model's ``named_parameters``), linear weights first."""
-        return {name + ".weight": module.weight for name, module in self.targets.linears.items()} | dict(
-            self.targets.others
-        )
+        return {name + ".weight": module.weight for name, module in self.targets.linears.items()} | self._others()
 
     def parameter_names(self) -> list[str]:
         """Names (as in ``named_parameters``) of every perturbed parameter."""
         return list(self.named_parameters())
+
+
+def _add_noise_(tensor: torch.Tensor, seed: int, scale: float) -> None:
+    """``tensor += scale * z(seed)`` on this rank's shard (the whole tensor unless it is FSDP2-sharded), with the
+    entries of the whole tensor's ``z`` at the shard's indices."""
+    seeded_perturb_(local(tensor), seed, scale, flat_shard(tensor)[1], tensor.numel())

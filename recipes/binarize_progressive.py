@@ -41,6 +41,7 @@ from hf_ext.quant.binary_linear import INITS
 from hf_ext.quant.schedule import SCHEDULES
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import settings_parser
+from hf_ext.recipes._training import train_resumable
 
 
 @dataclass
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> dict:
         callbacks=callbacks,
     )
     start = time.perf_counter()
-    trainer.train()
+    train_resumable(trainer)
     results["train_seconds"] = time.perf_counter() - start
     results["steps"] = trainer.state.global_step
     set_binarization_mix(student, 1.0)

@@ -27,6 +27,7 @@ from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import display_name, loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import settings_parser
+from hf_ext.recipes._training import train_resumable
 
 ALGORITHMS = {
     "dpo": ("RegularizedDPOConfig", "RegularizedDPOTrainer"),
@@ -100,7 +101,7 @@ def run_variant(variant: str, recipe_args: PreferenceRecipeArguments, training_a
     )
     before = _held_out_metrics(trainer)
     start = time.perf_counter()
-    trainer.train()
+    train_resumable(trainer, several_runs=True)
     seconds = time.perf_counter() - start
     history = trainer.state.log_history
     return {

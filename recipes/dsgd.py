@@ -44,6 +44,7 @@ from hf_ext.optim import TOPOLOGIES, DecentralizedMetricsCallback, Decentralized
 from hf_ext.plotting import DPI, plot_seed_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
+from hf_ext.recipes._training import train_resumable
 
 PROBLEMS = ("logreg", "mlp", "lm")
 SPLITS = ("sorted", "iid")
@@ -258,7 +259,7 @@ def lm_run(topology: str, seed: int, args: DSGDArguments, training_args, data) -
             callbacks=[DecentralizedMetricsCallback(every=args.eval_every, loss_inputs=loss_inputs)],
         )
     start = time.perf_counter()
-    trainer.train()
+    train_resumable(trainer, several_runs=True)
     seconds = (time.perf_counter() - start) / training_args.max_steps
     curve = [
         {"step": entry["step"], "consensus_distance": entry["dsgd/consensus_distance"], "error": entry[key]}

@@ -32,6 +32,7 @@ from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
+from hf_ext.recipes._training import train_resumable
 from hf_ext.rl import SparseDeltaCallback, UpdateSparsityCallback, checked_reward, save_sparse_delta
 from hf_ext.rl.delta import MODES
 from hf_ext.rl.presets import DELTA_SETTINGS, LEARNING_RATES, OPTIMIZER_SETTINGS
@@ -163,7 +164,7 @@ def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: 
         callbacks=[sparsity, SparseDeltaCallback(base_state, script_args.delta_mode, delta_dtype)],
     )
     start = time.perf_counter()
-    trainer.train()
+    train_resumable(trainer, several_runs=True)
     seconds = time.perf_counter() - start
     final = sparsity.measure(trainer.model, trainer.optimizer)
     history = trainer.state.log_history

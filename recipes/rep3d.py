@@ -40,6 +40,7 @@ from hf_ext.models.rep3d import DiceMetrics, Rep3DConfig, Rep3DForSegmentation, 
 from hf_ext.plotting import plot_bands, plot_label_slices
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import settings_parser
+from hf_ext.recipes._training import train_resumable
 
 VARIANTS = ("rep3d", "fixed_prior", "no_mask", "small_kernel")
 MASKS = {"rep3d": "learned", "fixed_prior": "prior", "no_mask": "none", "small_kernel": "none"}
@@ -153,7 +154,7 @@ def train_one(args, training_args, data, variant: str, multiplier: float, seed: 
         preprocess_logits_for_metrics=argmax_logits,
     )
     start = time.perf_counter()
-    result = trainer.train()
+    result = train_resumable(trainer, several_runs=True)
     seconds = time.perf_counter() - start
     history = trainer.state.log_history
     if not any(e.get("step") == trainer.state.global_step and "eval_mean_dice" in e for e in history):

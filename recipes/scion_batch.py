@@ -49,6 +49,7 @@ from hf_ext.optim import (
 from hf_ext.plotting import plot_labelled_points, plot_seed_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
+from hf_ext.recipes._training import train_resumable
 
 OPTIMIZERS = ("scion", "adamw", "muon")
 
@@ -192,7 +193,7 @@ def train_run(optimizer_name, schedule, lr, seed, data, script_args, training_ar
         # sharded parameters): a factory, called as factory()(model, lr=lr).
         optimizer_cls_and_kwargs=(lambda: functools.partial(build_optimizer, optimizer_name), {"lr": lr}),
     )
-    trainer.train()
+    train_resumable(trainer, several_runs=True)
     final = trainer.evaluate()["eval_loss"]
     curve = [(e["step"], e["eval_loss"]) for e in trainer.state.log_history if "eval_loss" in e]
     curve = sorted(dict(curve).items())  # the last step may be logged twice

@@ -22,6 +22,7 @@ from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import settings_parser
+from hf_ext.recipes._training import train_resumable
 
 
 @dataclass
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
         processing_class=tokenizer,
     )
     start = time.perf_counter()
-    trainer.train()
+    train_resumable(trainer)
     train_seconds = time.perf_counter() - start
     accuracy_after = accuracy()
     state.print(f"exact-match accuracy after training: {accuracy_after:.3f}")

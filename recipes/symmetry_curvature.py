@@ -58,6 +58,7 @@ from hf_ext.optim.symmetry_curvature import (
 from hf_ext.plotting import plot_grouped_bars, plot_labelled_points
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
+from hf_ext.recipes._training import train_resumable
 
 OPTIMIZERS = ("adamw", "symmetry", "shampoo_style", "muon")
 
@@ -293,7 +294,7 @@ def train_lm(script_args, training_args, lm_data, name: str, lr: float, seed: in
     trainer = Trainer(
         model=model, args=args, train_dataset=train, eval_dataset=held_out, optimizer_cls_and_kwargs=optimizer
     )
-    metrics = trainer.train().metrics
+    metrics = train_resumable(trainer, several_runs=True).metrics
     return {
         "final_loss": trainer.evaluate()["eval_loss"],
         "seconds_per_step": metrics["train_runtime"] / script_args.lm_steps,

@@ -40,6 +40,7 @@ from hf_ext.plasticity import (
 )
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
+from hf_ext.recipes._training import train_resumable
 
 
 @dataclass
@@ -151,7 +152,7 @@ def pretrain(weight_decay, tokenizer, corpus, probe, script_args, training_args,
     """One base model at ``weight_decay``: trained model, validation loss, last plasticity measurement, seconds."""
     trainer, callback = pretraining_trainer(weight_decay, tokenizer, corpus, probe, script_args, training_args, out)
     start = time.perf_counter()
-    trainer.train()
+    train_resumable(trainer, several_runs=True)
     seconds = time.perf_counter() - start
     trainer.save_model(str(out / "base"))
     if trainer.is_world_process_zero():

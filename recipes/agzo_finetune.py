@@ -28,7 +28,7 @@ from trl import TrlParser
 from hf_ext._validation import check_finite_fields
 from hf_ext.data import docstring_classification
 from hf_ext.models import load_minilm
-from hf_ext.plotting import display_name, loss_curve, plot_curves
+from hf_ext.plotting import display_name, loss_curve, plot_seed_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import one_string, run_config, set_per_run, settings_parser
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
@@ -43,12 +43,21 @@ class AGZOFinetuneArguments:
     max_length: int = field(default=64, metadata={"help": "Tokens per docstring after truncation."})
     agzo_learning_rate: float = field(default=1e-2, metadata={"help": "AGZO's learning rate."})
     mezo_learning_rate: float = field(default=7e-4, metadata={"help": "MeZO's learning rate."})
+    seeds: list[int] = field(
+        default_factory=list,
+        metadata={
+            "help": "Seeds to run each method with (each sets the data split, the new head and the perturbation "
+            "stream); the table shows the mean, spread and AGZO - MeZO paired by seed. Empty: `seed` alone."
+        },
+    )
 
     def __post_init__(self):
         check_finite_fields(self)
         unknown = sorted(set(self.methods) - set(METHODS))
         if unknown or not self.methods:
             raise ValueError(f"`methods` must be a non-empty subset of {list(METHODS)}, got {self.methods}")
+        if len(set(self.seeds)) != len(self.seeds) or any(seed < 0 for seed in self.seeds):
+            raise ValueError(f"`seeds` must be distinct non-negative integers, got {self.seeds}")
 
 
 @dataclass
@@ -85,15 +94,18 @@ def run_method(
     zo_config: AGZOFinetuneZOConfig,
     training_args: AGZOFinetuneTrainingArguments,
     data,
+    seed: int,
 ) -> dict:
-    """Fine-tune a fresh copy of the model with one method; returns its accuracies, losses and budget."""
-    set_seed(training_args.seed)
+    """Fine-tune a fresh copy of the model with one method and seed; returns its accuracies, losses and budget."""
+    set_seed(seed)
     model, tokenizer = load_minilm(num_labels=script_args.num_classes)
     zo_class, lr = AGZOConfig, script_args.agzo_learning_rate
     if method == "mezo":
         zo_class, lr = MeZOConfig, script_args.mezo_learning_rate
-    output_dir = str(Path(training_args.output_dir) / method)
-    args = run_config(TrainingArguments, training_args, learning_rate=lr, weight_decay=0.0, output_dir=output_dir)
+    output_dir = str(Path(training_args.output_dir) / method / f"seed_{seed}")
+    args = run_config(
+        TrainingArguments, training_args, learning_rate=lr, weight_decay=0.0, output_dir=output_dir, seed=seed
+    )
     trainer = ZOTrainer(
         model,
         args,
@@ -122,21 +134,52 @@ def run_method(
     }
 
 
+def summarize(runs: dict[int, dict]) -> dict:
+    """One method's runs by seed: the mean of each number, the spread of the accuracy after, and the runs."""
+    after = np.array([run["accuracy_after"] for run in runs.values()])
+    first = next(iter(runs.values()))
+    return {
+        "accuracy_before": float(np.mean([run["accuracy_before"] for run in runs.values()])),
+        "accuracy_after": float(after.mean()),
+        "accuracy_after_std": float(after.std(ddof=1)) if len(after) > 1 else 0.0,
+        "accuracy_after_min": float(after.min()),
+        "accuracy_after_max": float(after.max()),
+        "eval_loss_after": float(np.mean([run["eval_loss_after"] for run in runs.values()])),
+        "forward_passes": first["forward_passes"],
+        "steps": first["steps"],
+        "train_seconds": float(sum(run["train_seconds"] for run in runs.values())),
+        "learning_rate": first["learning_rate"],
+        "runs": runs,
+    }
+
+
 def plot_losses(results: dict, path: Path) -> Figure:
-    """Each method's training loss against the step, under its display name (AGZO, MeZO)."""
-    return plot_curves(
-        {method: r["loss"] for method, r in results.items()},
+    """Each method's training loss against the step (mean and spread over seeds), under its display name."""
+    return plot_seed_curves(
+        {method: [run["loss"] for run in r["runs"].values()] for method, r in results.items()},
         path,
         "Zeroth-order fine-tuning of MiniLM on docstring classes",
     )
 
 
 def results_table(results: dict[str, dict]) -> str:
-    """The headline comparison as a Markdown table, one row per method: what the run prints last."""
-    lines = ["| method | steps | accuracy before | accuracy after | eval loss | train seconds |", "|---" * 6 + "|"]
+    """The headline comparison as a Markdown table, one row per method, and AGZO - MeZO paired by seed: what the
+    run prints last."""
+    seeds = list(next(iter(results.values()))["runs"])
+    header = "| method | seeds | steps | accuracy before | accuracy after (mean +- std, min-max) | eval loss |"
+    lines = [header + " seconds |", "|---" * 7 + "|"]
     for method, r in results.items():
-        cells = (r["steps"], f"{r['accuracy_before']:.3f}", f"{r['accuracy_after']:.3f}", f"{r['eval_loss_after']:.3f}")
+        after = f"{r['accuracy_after']:.3f} +- {r['accuracy_after_std']:.3f} ({r['accuracy_after_min']:.3f}-"
+        after += f"{r['accuracy_after_max']:.3f})"
+        cells = (len(seeds), r["steps"], f"{r['accuracy_before']:.3f}", after, f"{r['eval_loss_after']:.3f}")
         lines.append(f"| {display_name(method)} | " + " | ".join(map(str, cells)) + f" | {r['train_seconds']:.0f} |")
+    if {"agzo", "mezo"} <= results.keys():
+        gaps = np.array(
+            [results["agzo"]["runs"][s]["accuracy_after"] - results["mezo"]["runs"][s]["accuracy_after"] for s in seeds]
+        )
+        wins = int((gaps > 0).sum())
+        spread = f" +- {gaps.std(ddof=1):.3f}" if len(gaps) > 1 else ""
+        lines.append(f"\nAGZO - MeZO, paired by seed: {gaps.mean():+.3f}{spread}; AGZO ahead on {wins} of {len(gaps)}")
     return "\n".join(lines)
 
 
@@ -153,20 +196,21 @@ def main(argv: list[str] | None = None) -> dict:
     script_args, zo_config, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
     _, tokenizer = load_minilm()
-    data = docstring_classification(num_classes=script_args.num_classes, seed=training_args.seed)
-    data = data.map(
-        lambda rows: tokenizer(rows["text"], truncation=True, max_length=script_args.max_length),
-        batched=True,
-        remove_columns=["text"],
-    )
-    results = {}
-    for method in script_args.methods:
-        results[method] = run_method(method, script_args, zo_config, training_args, data)
-        r = results[method]
-        state.print(
-            f"{method}: validation accuracy {r['accuracy_before']:.3f} -> {r['accuracy_after']:.3f} "
-            f"after {r['steps']} steps / {r['forward_passes']} forward passes ({r['train_seconds']:.0f} s)"
+    runs = {method: {} for method in script_args.methods}
+    for seed in script_args.seeds or [training_args.seed]:
+        data = docstring_classification(num_classes=script_args.num_classes, seed=seed)
+        data = data.map(
+            lambda rows: tokenizer(rows["text"], truncation=True, max_length=script_args.max_length),
+            batched=True,
+            remove_columns=["text"],
         )
+        for method in script_args.methods:
+            r = runs[method][seed] = run_method(method, script_args, zo_config, training_args, data, seed)
+            state.print(
+                f"{method}, seed {seed}: validation accuracy {r['accuracy_before']:.3f} -> {r['accuracy_after']:.3f} "
+                f"after {r['steps']} steps / {r['forward_passes']} forward passes ({r['train_seconds']:.0f} s)"
+            )
+    results = {method: summarize(by_seed) for method, by_seed in runs.items()}
     if state.is_main_process:
         out = write_results(training_args.output_dir, results)
         plot_losses(results, out / "loss.png")

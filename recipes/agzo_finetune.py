@@ -31,6 +31,7 @@ from hf_ext.models import load_minilm
 from hf_ext.plotting import display_name, loss_curve, plot_seed_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import one_string, run_config, set_per_run, settings_parser
+from hf_ext.recipes._training import train_resumable
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
 
 METHODS = ("agzo", "mezo")
@@ -118,7 +119,7 @@ def run_method(
     )
     before = trainer.evaluate()["eval_accuracy"]
     start = time.perf_counter()
-    trainer.train()
+    train_resumable(trainer, several_runs=True)
     seconds = time.perf_counter() - start
     after = trainer.evaluate()
     history = trainer.state.log_history

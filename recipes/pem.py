@@ -25,7 +25,7 @@ by misranking bin) to ``output_dir``, for the runs of this invocation's settings
 
 import statistics
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from hf_ext.companion.es import METHODS, CocoConfig, run_coco
 from hf_ext.companion.es.coco import EXDATA
 from hf_ext.companion.es.compare import ecdf, run_misranking, slice_tests, win_rate_by_misranking, wins_losses
 from hf_ext.companion.es.tasks import TASKS, run_task
+from hf_ext.companion.executors import local_executor, run_jobs
 from hf_ext.plotting import plot_bands, plot_grouped_bars, plot_line_panels
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
@@ -73,7 +74,7 @@ class PemArguments:
             "its candidate pairs on average (in [0, 0.5]; 0.25 is Kendall's tau <= 0.5 between noisy and true values)."
         },
     )
-    workers: int = field(default=2, metadata={"help": "Runs in parallel (processes, >= 1)."})
+    workers: int = field(default=2, metadata={"help": "Runs in parallel (local processes, >= 1; 1: this process)."})
     output_dir: str = field(default="outputs/pem", metadata={"help": "Where COCO's folders, CSV, JSON and PNG go."})
 
     def __post_init__(self):
@@ -157,15 +158,14 @@ def plot_win_rate(records: list[dict], args: PemArguments, path: Path) -> None:
     plot_line_panels(panels, path, title, "misranking (mean over generations)", "wins / (wins + losses)")
 
 
-def run_tasks(args: PemArguments) -> list[dict]:
+def run_tasks(args: PemArguments, executor: Executor) -> list[dict]:
     jobs = [
         (task, method, args.task_budget_multiplier, seed, args.task_repeats)
         for task in args.tasks
         for method in args.methods
         for seed in args.task_seeds
     ]
-    with ProcessPoolExecutor(args.workers) as pool:
-        return list(pool.map(run_task, *zip(*jobs, strict=True)))
+    return run_jobs(executor, run_task, jobs)
 
 
 def summarize_tasks(task_runs: list[dict]) -> dict:
@@ -201,8 +201,12 @@ def main(argv: list[str] | None = None) -> dict:
         state.wait_for_everyone()
         return {}
     coco = args.coco_config()
-    records = run_coco(coco)
-    task_runs = run_tasks(args) if args.tasks else []
+    executor = local_executor(args.workers)
+    try:
+        records = run_coco(coco, executor)
+        task_runs = run_tasks(args, executor) if args.tasks else []
+    finally:
+        executor.shutdown()
     table = win_loss_table(records, args)
     out.mkdir(parents=True, exist_ok=True)
     write_rows(

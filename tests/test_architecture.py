@@ -33,8 +33,8 @@ METHODS = (
 )
 # Packages that gather several methods: only their __init__ re-exports the methods' names, and no method imports them.
 UMBRELLAS = ("hf_ext.optim",)
-# The numerics the optimizer methods share; it imports none of them.
-SHARED = ("hf_ext.optim.shared",)
+# What several methods share and imports none of them: the optimizers' numerics, the companion loops' executors.
+SHARED = ("hf_ext.optim.shared", "hf_ext.companion.executors")
 CORE = (
     "hf_ext.data",
     "hf_ext.models",

@@ -7,6 +7,7 @@ from hf_ext._validation import check_finite_fields
 
 from .factories import (
     AcquisitionFactory,
+    LogNEIFactory,
     ModelFactory,
     RCGPFactory,
     RelevancePursuitFactory,
@@ -16,7 +17,7 @@ from .factories import (
 )
 
 MODELS = ("gp", "rcgp", "relevance_pursuit")
-ACQUISITIONS = ("ucb", "ts")
+ACQUISITIONS = ("ucb", "ts", "lognei")
 
 
 @dataclass
@@ -37,9 +38,10 @@ class BayesianOptimizationConfig:
     acquisition: str | AcquisitionFactory = field(
         default="ucb",
         metadata={
-            "help": f"One of {list(ACQUISITIONS)}: UpperConfidenceBound maximised by optimize_acqf, or Thompson "
-            "sampling on `ts_candidates` random points; or any acquisition factory (model, t) -> "
-            "AcquisitionFunction (or a BoTorch SamplingStrategy)."
+            "help": f"One of {list(ACQUISITIONS)}: UpperConfidenceBound maximised by optimize_acqf "
+            "(qUpperConfidenceBound for q > 1 or asynchronous runs), Thompson sampling on `ts_candidates` random "
+            "points, or qLogNoisyExpectedImprovement; or any acquisition factory (model, t) -> AcquisitionFunction "
+            "(or a BoTorch SamplingStrategy)."
         },
     )
     c: float | None = field(
@@ -59,6 +61,20 @@ class BayesianOptimizationConfig:
     num_restarts: int = field(default=4, metadata={"help": "optimize_acqf restarts (>= 1)."})
     raw_samples: int = field(default=256, metadata={"help": "optimize_acqf raw samples (>= 1)."})
     ts_candidates: int = field(default=1000, metadata={"help": "Random candidates for Thompson sampling (>= 1)."})
+    q: int = field(
+        default=1,
+        metadata={
+            "help": "Evaluations in flight (>= 1): each round proposes a batch of q points jointly (BoTorch's batch "
+            "acquisitions, q Thompson samples) and waits for all of them; with `asynchronous`, q run at all times."
+        },
+    )
+    asynchronous: bool = field(
+        default=False,
+        metadata={
+            "help": "Propose a new point as soon as an evaluation finishes, with the q - 1 still running as "
+            "X_pending (Thompson sampling draws a fresh sample instead), rather than in batches of q."
+        },
+    )
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -78,13 +94,20 @@ class BayesianOptimizationConfig:
             raise ValueError(f"{owner}: `epsilon` must be in (0, 1), got {self.epsilon}")
         if not self.beta_scale > 0:
             raise ValueError(f"{owner}: `beta_scale` must be > 0, got {self.beta_scale}")
-        for name in ("num_restarts", "raw_samples", "ts_candidates", "n_initial"):
+        for name in ("num_restarts", "raw_samples", "ts_candidates", "n_initial", "q"):
             value = getattr(self, name)
             if not (_is_int(value) and value >= 1) and not (name == "n_initial" and value is None):
                 allowed = "an integer >= 1" + (" or None (2 (d + 1))" if name == "n_initial" else "")
                 raise ValueError(f"{owner}: `{name}` must be {allowed}, got {value!r}")
         if not _is_int(self.seed):
             raise ValueError(f"{owner}: `seed` must be an integer, got {self.seed!r}")
+        if not isinstance(self.asynchronous, bool):
+            raise ValueError(f"{owner}: `asynchronous` must be True or False, got {self.asynchronous!r}")
+
+    @property
+    def parallel(self) -> bool:
+        """Whether points are proposed with others in flight (``q > 1`` or ``asynchronous``): batch acquisitions."""
+        return self.q > 1 or self.asynchronous
 
     def model_factory(self) -> ModelFactory:
         """``model`` itself when it is a factory, else a fresh ready-made one for its name."""
@@ -98,6 +121,8 @@ class BayesianOptimizationConfig:
         """``acquisition`` itself when it is a factory, else the ready-made one for its name (inputs of ``dim``)."""
         if callable(self.acquisition):
             return self.acquisition
+        if self.acquisition == "lognei":
+            return LogNEIFactory()
         return UCBFactory(dim, self.beta_scale) if self.acquisition == "ucb" else ThompsonSamplingFactory()
 
 

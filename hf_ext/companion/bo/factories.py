@@ -8,6 +8,11 @@ over the unit cube, or, for a BoTorch ``SamplingStrategy`` (Thompson sampling), 
 random candidates. The ready-made factories are dataclasses, so a run's stored settings name them
 with their fields.
 
+With points in flight (``q > 1`` or an asynchronous run) the loop needs a batch acquisition: a Monte-Carlo one
+(BoTorch's ``q...`` classes, which take the points still running as ``X_pending``) or a ``SamplingStrategy``. A
+factory whose ``__call__`` returns an analytic acquisition offers its batch form as ``batch(model, t)``, as
+:class:`UCBFactory` does with ``qUpperConfidenceBound``; the loop calls it in those runs.
+
 A model factory that carries state from one fit to the next (:class:`RCGPFactory`'s warm start)
 exposes it as ``state_dict()`` (JSON-ready) and ``load_state_dict(state)``: the loop stores it with
 each evaluation and loads the last one on resuming, so a resumed run fits from where the
@@ -19,7 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from botorch.acquisition import AcquisitionFunction, UpperConfidenceBound, qLogNoisyExpectedImprovement
+from botorch.acquisition import (
+    AcquisitionFunction,
+    UpperConfidenceBound,
+    qLogNoisyExpectedImprovement,
+    qUpperConfidenceBound,
+)
 from botorch.fit import fit_gpytorch_mll
 from botorch.generation import MaxPosteriorSampling
 from botorch.generation.sampling import SamplingStrategy
@@ -142,10 +152,17 @@ class UCBFactory:
     def __call__(self, model: Model, t: int) -> UpperConfidenceBound:
         return UpperConfidenceBound(model, beta=ucb_beta(t, self.dim, scale=self.beta_scale))
 
+    def batch(self, model: Model, t: int) -> qUpperConfidenceBound:
+        """The batch form with the same ``beta_t``: ``qUpperConfidenceBound`` (points in flight as ``X_pending``)."""
+        return qUpperConfidenceBound(model, beta=ucb_beta(t, self.dim, scale=self.beta_scale))
+
 
 @dataclass
 class ThompsonSamplingFactory:
-    """Thompson sampling: BoTorch's ``MaxPosteriorSampling``, an exact joint posterior sample on random candidates."""
+    """Thompson sampling: BoTorch's ``MaxPosteriorSampling``, an exact joint posterior sample on random candidates.
+
+    A batch of q is q joint samples, the maximiser of each, without replacement (Kandasamy et al., 2018).
+    """
 
     def __call__(self, model: Model, t: int) -> MaxPosteriorSampling:
         return MaxPosteriorSampling(model, replacement=False)

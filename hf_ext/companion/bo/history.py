@@ -1,5 +1,8 @@
 """A BO run's history on disk: JSON lines, one evaluation each, appended the moment it is made.
 
+Lines are in the order evaluations finished, which in batch and asynchronous runs is not the order their
+points were proposed: each line's ``round`` is its position in the file, ``query`` the proposal's number.
+
 An append-only file written by a process that can be killed may end in a torn line (part of a
 line, no newline): that line is dropped with a warning and cut from the file, so the run resumes
 from every complete evaluation. Any other bad line means the file is not what the loop wrote,
@@ -16,23 +19,33 @@ from typing import Any
 
 @dataclass
 class Evaluation:
-    """One round: the query (in the objective's units), what was observed, and the true value.
+    """One evaluation: the query (in the objective's units), what was observed, and the true value.
 
-    ``model_factory_state`` is the model factory's ``state_dict()`` after the round's fit (``None``
-    for a factory without one): what a run resumed after this round loads to fit as the
-    uninterrupted one would. Histories written before it have no such key.
+    ``round`` is the evaluation's position in the history (the order evaluations finished), ``query`` the
+    number of the proposal that chose ``x`` (proposals are numbered as they are made; the same as ``round`` in
+    a sequential run). ``model_factory_state`` is the model factory's ``state_dict()`` after the fit that
+    proposed it (``None`` for a factory without one): what a resumed run loads to fit as the uninterrupted one
+    would. ``failed`` says why an evaluation never returned (its worker died on every retry); such an
+    evaluation has no values (``observed`` and ``true`` are ``None``) and no model sees it. Histories
+    written before these keys have none of them (``query`` is then the round).
     """
 
     round: int
     x: list[float]
-    observed: float
-    true: float
+    observed: float | None
+    true: float | None
     corrupted: bool
     model_factory_state: dict[str, Any] | None = None
+    query: int | None = None
+    failed: str | None = None
+
+    def __post_init__(self):
+        if self.query is None:
+            self.query = self.round
 
 
 _KEYS = [f.name for f in fields(Evaluation)]
-_OPTIONAL_KEYS = {"model_factory_state"}
+_OPTIONAL_KEYS = {"model_factory_state", "query", "failed"}
 
 
 def _decode(line: bytes) -> Any:
@@ -87,13 +100,18 @@ def read_json_lines(path: Path) -> list[tuple[int, Any]]:
 
 
 def read_history(path: Path, dim: int) -> list[Evaluation]:
-    """The evaluations in ``path`` (none if it does not exist), in round order; see the module docstring."""
+    """The evaluations in ``path`` (none if it does not exist), in the order they finished; see the module docstring."""
     history: list[Evaluation] = []
+    queries: set[int] = set()
     for number, record in read_json_lines(path):
         try:
-            history.append(_evaluation(record, len(history), dim))
+            evaluation = _evaluation(record, len(history), dim)
+            if evaluation.query in queries:
+                raise ValueError(f"holds query {evaluation.query} a second time")
         except ValueError as error:
             raise ValueError(f"{path}, line {number}: {error}") from error
+        queries.add(evaluation.query)
+        history.append(evaluation)
     return history
 
 

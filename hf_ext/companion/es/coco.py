@@ -3,8 +3,8 @@
 ``<result_folder>/exdata/`` holds one folder per algorithm, ``<method>_<k>D`` (the method at budget k D), and
 nothing else, so that ``python -m cocopp <result_folder>/exdata/*`` compares the algorithms (cocopp names each
 after its folder, and pools everything under one folder into one algorithm). Inside it, each (function,
-instance, dimension) run has its own observer folder ``f<fff>_i<ii>_d<D>/`` (runs are made in parallel
-processes, and an observer writes to a folder of its own); cocopp reads them recursively as one algorithm.
+instance, dimension) run has its own observer folder ``f<fff>_i<ii>_d<D>/`` (runs are made in parallel, on any
+executor, and an observer writes to a folder of its own); cocopp reads them recursively as one algorithm.
 Beside ``exdata/``, ``index.jsonl`` lists each run once complete: a rerun skips the runs listed there whose
 folder is present and redoes the others (a cut-off run's folder is removed first, since cocoex would otherwise
 write to a renamed copy). ``settings.json`` holds the seed, and a rerun with another seed is refused: cocopp
@@ -14,7 +14,7 @@ would read two seeds of one instance as two trials.
 import json
 import logging
 import shutil
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
 
+from ..executors import local_executor, run_jobs
 from .harness import METHODS, solve
 from .misranking import misranking_by_generation
 
@@ -57,7 +58,10 @@ class CocoConfig:
         default="outputs/pem/coco",
         metadata={"help": "Where COCO's folders (exdata/<method>_<k>D/), the index and the settings go."},
     )
-    workers: int = field(default=2, metadata={"help": "Runs in parallel over (function, instance) (processes, >= 1)."})
+    workers: int = field(
+        default=2,
+        metadata={"help": "Runs in parallel (local processes, >= 1) when run_coco is given no executor."},
+    )
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -205,9 +209,11 @@ def run_one(
     }
 
 
-def run_coco(config: CocoConfig) -> list[dict]:
-    """Every (method, budget, function, instance) run not yet in the index, ``config.workers`` at a time.
+def run_coco(config: CocoConfig, executor: Executor | None = None) -> list[dict]:
+    """Every (method, budget, function, instance) run not yet in the index, on ``executor``.
 
+    ``executor``: any ``concurrent.futures.Executor`` whose workers share ``result_folder`` (a local pool, Dask,
+    Ray on a shared file system); default: ``config.workers`` local processes. Each run is indexed as it finishes.
     Returns the records of all the configured runs, the ones done before included. Refuses, before any run,
     a ``result_folder`` whose runs were made with another seed (see the module docstring).
     """
@@ -234,13 +240,20 @@ def run_coco(config: CocoConfig) -> list[dict]:
         for instance in config.instances
     ]
     todo = [job for job in wanted if job not in done]
+    own = executor is None
+    executor = local_executor(config.workers) if own else executor
     with tqdm(total=len(wanted), initial=len(wanted) - len(todo), desc="bbob-noisy", unit="run") as bar:
-        with (out / INDEX).open("a") as index, ProcessPoolExecutor(config.workers) as pool:
-            futures = [pool.submit(run_one, *job, str(out)) for job in todo]
-            for future in as_completed(futures):
-                record = future.result()
+        with (out / INDEX).open("a") as index:
+
+            def indexed(_, record: dict) -> None:
                 index.write(json.dumps(record) + "\n")
                 index.flush()
                 done[_key(record)] = record
                 bar.update()
+
+            try:
+                run_jobs(executor, run_one, [(*job, str(out)) for job in todo], on_result=indexed)
+            finally:
+                if own:
+                    executor.shutdown()
     return [done[job] for job in wanted]

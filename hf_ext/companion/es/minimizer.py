@@ -1,12 +1,19 @@
-"""``minimize``: sep-CMA-ES runs with IPOP or no restarts on a (noisy) function, under an evaluation budget."""
+"""``minimize``: sep-CMA-ES runs with IPOP or no restarts on a (noisy) function, under an evaluation budget.
+
+Each population is evaluated through an ``executor`` (:mod:`hf_ext.companion.executors`; default: this process,
+one candidate after another), all of its candidates at once, and told in the order asked, so the run is the
+same on every executor for a deterministic function.
+"""
 
 import dataclasses
 import logging
 import math
 from collections.abc import Callable
+from concurrent.futures import Executor
 
 import numpy as np
 
+from ..executors import Dispatcher, Lost, Raised
 from .config import ESConfig
 from .result import MinimizeResult
 from .sep_cma import SepCMAES
@@ -14,8 +21,13 @@ from .sep_cma import SepCMAES
 logger = logging.getLogger(__name__)
 
 
-def minimize(function: Callable[[np.ndarray], float], x0, config: ESConfig) -> MinimizeResult:
+def minimize(
+    function: Callable[[np.ndarray], float], x0, config: ESConfig, executor: Executor | None = None, retries: int = 1
+) -> MinimizeResult:
     """Run :class:`SepCMAES` until ``config.max_evaluations`` (re-evaluations count) or the restarts run out.
+
+    ``function`` runs on ``executor`` (picklable for one of other processes); an evaluation whose worker died
+    is submitted again ``retries`` times, then counted as NaN. The function raising stops the run with its error.
 
     A restart (IPOP: doubled popsize) starts from a uniform point of the box when it is bounded. The last
     population may be evaluated only in part, so the budget is never exceeded. The result's ``xbest`` is the
@@ -28,6 +40,7 @@ def minimize(function: Callable[[np.ndarray], float], x0, config: ESConfig) -> M
     spent, restarts, nans, generations = 0, 0, 0, 0
     xbest, fbest, evals_best = None, math.inf, 0
     popsize = config.popsize
+    dispatcher = Dispatcher(executor, function, retries, owner="minimize")
     while True:
         run_config = dataclasses.replace(
             config, popsize=popsize, seed=config.seed + 1000 * restarts, max_evaluations=None
@@ -36,7 +49,7 @@ def minimize(function: Callable[[np.ndarray], float], x0, config: ESConfig) -> M
         while not es.stop() and spent < budget:
             X = es.ask()
             room = int(min(len(X), budget - spent))
-            values = np.array([function(x) for x in X[:room]], dtype=float)
+            values = _evaluate(dispatcher, X[:room])
             finite = np.where(np.isnan(values), np.inf, values)
             if finite.size and finite.min() < fbest:
                 best = int(finite.argmin())
@@ -67,3 +80,20 @@ def minimize(function: Callable[[np.ndarray], float], x0, config: ESConfig) -> M
         restarts=restarts,
         nan_values=nans,
     )
+
+
+def _evaluate(dispatcher: Dispatcher, X: np.ndarray) -> np.ndarray:
+    """The values of the rows of ``X`` (all in flight at once), in row order; a lost evaluation is NaN."""
+    for row, x in enumerate(X):
+        dispatcher.submit(row, x)
+    values = np.empty(len(X))
+    for _ in range(len(X)):
+        row, outcome = dispatcher.next_done()
+        if isinstance(outcome, Raised):
+            dispatcher.cancel()
+            raise outcome.error
+        if isinstance(outcome, Lost):
+            logger.warning("minimize: the evaluation of row %d was lost (%s), counted as NaN", row, outcome.reason)
+            outcome = math.nan
+        values[row] = outcome
+    return values

@@ -22,7 +22,7 @@ def test_every_field_has_help():
     ("kwargs", "message"),
     [
         ({"model": "tree"}, r"`model` must be one of \['gp', 'rcgp', 'relevance_pursuit'\], got 'tree'"),
-        ({"acquisition": "ei"}, r"`acquisition` must be one of \['ucb', 'ts'\], got 'ei'"),
+        ({"acquisition": "ei"}, r"`acquisition` must be one of \['ucb', 'ts', 'lognei'\], got 'ei'"),
         ({"c": 0.0}, r"`c` must be a positive number or None \(adaptive\), got 0.0"),
         ({"c": math.inf}, "`c` must be a finite number, got inf"),
         ({"epsilon": 1.0}, r"`epsilon` must be in \(0, 1\), got 1.0"),

@@ -112,6 +112,17 @@ def current_rss() -> int:
     return _status_bytes("VmRSS")
 
 
+def peak_rss() -> int:
+    """This process's highest resident set size since it started or since :func:`reset_peak_rss`, in bytes."""
+    return _status_bytes("VmHWM")
+
+
+def reset_peak_rss() -> int:
+    """Set the high-water mark to the current RSS (``/proc/self/clear_refs``, Linux 4.0 and later); returns it."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return current_rss()
+
+
 class PeakRSS:
     """The highest resident set size (RSS) of this process while the context is open, in bytes.
 
@@ -122,12 +133,11 @@ class PeakRSS:
     """
 
     def __enter__(self):
-        Path("/proc/self/clear_refs").write_text("5")
-        self.start = self.peak = current_rss()
+        self.start = self.peak = reset_peak_rss()
         return self
 
     def __exit__(self, *exc):
-        self.peak = _status_bytes("VmHWM")
+        self.peak = peak_rss()
 
 
 def median_of_isolated_runs(script: str, flags: list[str], repeats: int) -> dict[str, Any]:

@@ -21,6 +21,10 @@ A last launch repeats N = 2 in bfloat16. Reported per method and N:
 and, from each optimizer's per-parameter state (checked against the measured bytes), the memory per
 GPU of an 8B Llama (Llama-3-8B shapes) on 8 GPUs. The last line is JSON.
 
+``--trainers [NAME ...]`` measures the trainers instead (``benchmarks/_sharded_trainers.py``): the bytes each rank
+holds (parameters, gradients, optimizer and ZO state, reference model) and its peak RSS growth, on SmolLM2-135M
+for 1 and N accelerate FSDP2 processes, as ratios to one process.
+
 The tests launch the worker once for all methods (``tests/optim/test_sharded_parity.py``):
 ``torchrun --nproc_per_node 2 benchmarks/sharded.py --worker --output-dir DIR``.
 """
@@ -339,6 +343,13 @@ def summarize(out: Path, world_sizes: list[int], seeds: list[int], methods: list
 def main(argv=None) -> dict:
     args = parse(argv)
     out = Path(args.output_dir)
+    if args.trainers is not None:
+        from _sharded_trainers import trainer_memory  # transformers and TRL: the optimizers' workers do without
+
+        summary = trainer_memory(out / "trainers", args.world_sizes, args.trainers)
+        save_json(str(out), "sharded_trainers", {"args": vars(args), "summary": summary})
+        emit({"world_sizes": args.world_sizes, "trainers": summary})
+        return summary
     shared = ["--seeds", *map(str, args.seeds), "--methods", *args.methods, "--steps", str(args.steps)]
     for n in args.world_sizes:
         flags = [*shared, "--output-dir", str(out / f"n{n}")]
@@ -365,6 +376,12 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--worker", action="store_true", help="run as one torchrun process")
     parser.add_argument("--world-sizes", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument(
+        "--trainers",
+        nargs="*",
+        help="measure these trainers' per-rank memory on SmolLM2-135M instead of the optimizers (adamw, agzo, mezo, "
+        "grpo_sgd, grpo_adamw, regularized_dpo; none named: all)",
+    )
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--save-at", type=int, default=2, help="save FSDP2 and DDP runs after this step")

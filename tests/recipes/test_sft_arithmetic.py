@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +43,36 @@ def test_cli_runs_the_recipe_sharded_on_two_cpu_processes_as_one_process_does(tm
     assert [step for step, _ in sharded["loss"]] == [step for step, _ in one["loss"]] == [1, 2, 3, 4]
     assert [loss for _, loss in sharded["loss"]] == pytest.approx([loss for _, loss in one["loss"]], rel=1e-6)
     assert sharded["accuracy_after"] == one["accuracy_after"]
+
+
+@pytest.mark.slow  # three processes, ~60 s
+def test_a_run_killed_after_a_checkpoint_resumes_from_it_in_a_new_process_as_the_uninterrupted_run_ends(
+    tmp_path, resume_check
+):
+    """`resume_from_checkpoint=last` reaches trainer.train() (it was parsed and dropped): killed once checkpoint-3
+    appears, the rerun resumes from the newest complete checkpoint, leaving the earlier ones as they were (a rerun
+    from the start would write them again), and writes the uninterrupted run's weights, optimizer, loss curve and
+    accuracies."""
+    config = str(recipes_dir() / "configs" / "sft_arithmetic.yaml")
+    checkpointed = [*TINY_RUN, "logging_steps=1", "save_strategy=steps", "save_steps=1", "resume_from_checkpoint=last"]
+    arguments = resume_check.module_command("hf_ext.recipes.sft_arithmetic", "--config", config, *_flags(checkpointed))
+    first = Path("checkpoint-1") / "model.safetensors"
+    written = {}
+
+    def killed_when(folder: Path) -> bool:
+        if (folder / "checkpoint-3").is_dir():
+            written["first"] = (folder / first).stat().st_mtime_ns
+            return True
+        return False
+
+    pickled_paths = frozenset(f"checkpoint-{step}/training_args.bin" for step in range(1, 5))  # hold output_dir
+    outputs = resume_check.assert_resumes_identically(
+        arguments,
+        killed_when,
+        tmp_path,
+        ignored_keys={"results.json": {"train_seconds"}},
+        timed_files=pickled_paths,
+    )
+    assert (tmp_path / "resumed" / first).stat().st_mtime_ns == written["first"]
+    assert {"checkpoint-4/model.safetensors", "checkpoint-4/optimizer.pt", "loss.png"} <= outputs.keys()
+    assert [step for step, _ in json.loads(outputs["results.json"])["loss"]] == [1, 2, 3, 4]

@@ -7,6 +7,7 @@ protocol (llama.cpp's server, vLLM, a hosted API) with the standard library's ``
 request, no client library to pin.
 """
 
+import functools
 import json
 import os
 import time
@@ -44,17 +45,27 @@ def _check_sampling(owner: str, max_new_tokens: int, temperature: float) -> None
         raise ValueError(f"{owner}: `temperature` must be >= 0 (0 = greedy), got {temperature}")
 
 
+@functools.cache
+def _loaded_causal_lm(name_or_path: str) -> tuple[Any, Any]:
+    """The model (in eval mode) and tokenizer of ``name_or_path``, loaded once per process."""
+    from hf_ext.models import load_causal_lm  # noqa: PLC0415 (transformers only when a local LM is used)
+
+    model, tokenizer = load_causal_lm(name_or_path)
+    return model.eval(), tokenizer
+
+
 @dataclass
 class TransformersBackend:
     """A local causal LM through transformers' ``generate``; ``model`` is a name from ``hf_ext.models`` or a path.
 
-    ``temperature=0`` decodes greedily; otherwise ``seed`` fixes the sample.
+    ``temperature=0`` decodes greedily; otherwise ``seed`` fixes the sample. The model is loaded once per process
+    (on its first call), so a backend sent to a worker process (runs or calls on an executor) travels as its
+    settings and each worker loads the model once.
     """
 
     model: str = "smollm2"
     max_new_tokens: int = 48
     temperature: float = 0.7
-    _loaded: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         _check_sampling(type(self).__name__, self.max_new_tokens, self.temperature)
@@ -62,16 +73,8 @@ class TransformersBackend:
 
         check_causal_lm("model", self.model)
 
-    def _model_and_tokenizer(self):
-        if self._loaded is None:
-            from hf_ext.models import load_causal_lm  # noqa: PLC0415
-
-            model, tokenizer = load_causal_lm(self.model)
-            self._loaded = (model.eval(), tokenizer)
-        return self._loaded
-
     def complete(self, messages: Messages, seed: int) -> str:
-        model, tokenizer = self._model_and_tokenizer()
+        model, tokenizer = _loaded_causal_lm(self.model)
         prefill = messages[-1]["content"] if messages[-1]["role"] == "assistant" else ""
         prompt = tokenizer.apply_chat_template(
             messages[: len(messages) - bool(prefill)], add_generation_prompt=True, tokenize=False

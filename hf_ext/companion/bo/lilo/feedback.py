@@ -6,14 +6,21 @@ observed outcomes (JSON: choice and reason, several samples, majority vote) or g
 a probability of acceptance. A sample that is not valid JSON is retried with another seed, then
 dropped; a round with fewer valid labels than ``min_answer_rate`` is an error, with every call
 kept in the transcript. ``OracleFeedback`` gives the true answers (the baselines' feedback).
+
+A round's labels and scores are independent calls (every pair or outcome, every sample): with an ``executor``
+(:mod:`hf_ext.companion.executors`) they run at once, the LLM's through :meth:`Transcript.complete_many` and
+the decision maker's comparisons through ``run_jobs``, and give what one call after another gives.
 """
 
 from collections import Counter
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from torch import Tensor
 
+from ...executors import run_jobs
 from .backends import LLMBackend
 from .config import LILOConfig
 from .decision_makers import DecisionMaker
@@ -46,6 +53,18 @@ def _probability(answer: dict) -> float | None:
     return value if 0 <= value <= 1 else None
 
 
+def _read(read, text: str):
+    """``read``'s value of the JSON answer ``text``; None when it is not valid."""
+    try:
+        return read(parse_json_object(text))
+    except ValueError:
+        return None
+
+
+def _valid(read, text: str) -> bool:
+    return _read(read, text) is not None
+
+
 @dataclass
 class LLMFeedback:
     """LILO's feedback: conversation with the decision maker, then LLM labels or scores (see the module docstring)."""
@@ -55,6 +74,7 @@ class LLMFeedback:
     names: list[str]
     config: LILOConfig
     transcript: Transcript
+    executor: Executor | None = None
     notes: list[str] = field(default_factory=list, init=False)
 
     def _context(self) -> str:
@@ -79,22 +99,20 @@ class LLMFeedback:
         self.notes.append(answer)
         return answer
 
-    def _ask(self, messages: list[dict], read, seed: int, round_index: int):
-        """Valid answers of ``config.samples`` samples, each tried ``1 + max_retries`` times with a new seed."""
-        values = []
-        for sample in range(self.config.samples):
-            for attempt in range(1 + self.config.max_retries):
-                text = self.transcript.complete(
-                    self.backend, messages, seed + 7919 * sample + 104_729 * attempt, round=round_index
-                )
-                try:
-                    value = read(parse_json_object(text))
-                except ValueError:
-                    value = None
-                if value is not None:
-                    values.append(value)
-                    break
-        return values
+    def _ask(self, prompts: list[tuple[list[dict], int]], read, round_index: int) -> list[list]:
+        """Per prompt ``(messages, seed)``: the valid answers of ``config.samples`` samples, each tried
+        ``1 + max_retries`` times with a new seed; every prompt's samples at once on the executor."""
+        samples, attempts = self.config.samples, 1 + self.config.max_retries
+        chains = [
+            (messages, [seed + 7919 * sample + 104_729 * attempt for attempt in range(attempts)])
+            for messages, seed in prompts
+            for sample in range(samples)
+        ]
+        answers = self.transcript.complete_many(
+            self.backend, chains, partial(_valid, read), self.executor, round=round_index
+        )
+        values = [_read(read, texts[-1]) for texts in answers]
+        return [[v for v in values[i : i + samples] if v is not None] for i in range(0, len(values), samples)]
 
     def _check_rate(self, round_index: int, valid: int, asked: int, what: str) -> None:
         if valid < self.config.min_answer_rate * asked:
@@ -107,7 +125,7 @@ class LLMFeedback:
 
     def label(self, round_index: int, pairs: list[tuple[int, int]], outcomes: Tensor) -> list[tuple[int, int]]:
         """``(winner, loser)`` for each pair the LLM labels validly (majority of its samples; ties dropped)."""
-        comparisons, answered = [], 0
+        prompts = []
         for number, (i, j) in enumerate(pairs):
             prompt = (
                 f"{self._context()}\nOption A: {describe(outcomes[i], self.names)}.\nOption B: "
@@ -119,8 +137,10 @@ class LLMFeedback:
                 {"role": "user", "content": prompt},
                 {"role": "assistant", "content": '{"choice": "'},  # a 135M model keeps to JSON only when started
             ]
-            seed = (self.config.seed * 1_000_003 + round_index) * 1_009 + number
-            votes = Counter(self._ask(messages, _choice, seed, round_index)).most_common()
+            prompts.append((messages, (self.config.seed * 1_000_003 + round_index) * 1_009 + number))
+        comparisons, answered = [], 0
+        for (i, j), choices in zip(pairs, self._ask(prompts, _choice, round_index), strict=True):
+            votes = Counter(choices).most_common()
             answered += bool(votes)
             choice = votes[0][0] if votes and (len(votes) == 1 or votes[0][1] > votes[1][1]) else None
             record = {"round": round_index, "pair": [i, j], "votes": dict(votes), "choice": choice}
@@ -134,7 +154,7 @@ class LLMFeedback:
 
     def score(self, round_index: int, outcomes: Tensor) -> Tensor:
         """Each outcome's mean probability of acceptance by the LLM (NaN where no sample was valid)."""
-        scores = []
+        prompts = []
         for number, outcome in enumerate(outcomes):
             prompt = (
                 f"{self._context()}\nOutcome: {describe(outcome, self.names)}.\nHow likely is the decision maker "
@@ -145,8 +165,10 @@ class LLMFeedback:
                 {"role": "user", "content": prompt},
                 {"role": "assistant", "content": '{"probability": '},
             ]
-            seed = (self.config.seed * 1_000_003 + round_index) * 1_009 + number
-            values = self._ask(messages, _probability, seed, round_index)
+            prompts.append((messages, (self.config.seed * 1_000_003 + round_index) * 1_009 + number))
+        scores = []
+        answers = self._ask(prompts, _probability, round_index)
+        for number, (outcome, values) in enumerate(zip(outcomes, answers, strict=True)):
             scores.append(sum(values) / len(values) if values else float("nan"))
             record = {"round": round_index, "outcome": number, "samples": values}
             if hasattr(self.decision_maker, "utility"):  # the truth the scores are judged against, as for labels
@@ -162,13 +184,16 @@ class OracleFeedback:
     """The true comparisons and utilities of a simulated decision maker: preferential BO and BO on the utility."""
 
     decision_maker: DecisionMaker
+    executor: Executor | None = None
 
     def converse(self, round_index: int, outcomes: Tensor) -> str:
         return ""
 
     def label(self, round_index: int, pairs: list[tuple[int, int]], outcomes: Tensor) -> list[tuple[int, int]]:
-        prefers = self.decision_maker.prefers_first
-        return [(i, j) if prefers(outcomes[i], outcomes[j]) else (j, i) for i, j in pairs]
+        """The decision maker's comparison of every pair, all at once on the executor."""
+        jobs = [(outcomes[i], outcomes[j]) for i, j in pairs]
+        prefers = run_jobs(self.executor, self.decision_maker.prefers_first, jobs)
+        return [(i, j) if first else (j, i) for (i, j), first in zip(pairs, prefers, strict=True)]
 
     def score(self, round_index: int, outcomes: Tensor) -> Tensor:
         return self.decision_maker.utility(outcomes)

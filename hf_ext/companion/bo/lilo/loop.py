@@ -17,6 +17,7 @@ import itertools
 import statistics
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from torch.quasirandom import SobolEngine
 from hf_ext._random import derived_seed, seeded_global_rng
 from hf_ext._settings import check_and_store_settings
 
+from ...executors import check_executor
 from ..descriptions import describe
 from ..factories import AcquisitionFactory, LogNEIFactory, ModelFactory, SingleTaskGPFactory
 from .backends import LLMBackend
@@ -90,6 +92,11 @@ class LILO:
         transcript_file: JSON lines of the run; resumed when it exists, under the same settings only.
         model_factory, acquisition_factory: the proxy GP and the batch acquisition (default SingleTaskGP, qLogNEI);
             stored with the settings, as they choose the points.
+        executor: runs a round's independent calls at once (the LLM's labels, scores and proposals, every
+            sample; the decision maker's comparisons): a ``concurrent.futures.Executor`` (threads for an HTTP
+            backend, processes or a cluster for a local model; see docs/cluster.md) or None (one after another
+            here). The run's answers and transcript are the same on any executor for a backend that is
+            reproducible by seed, so it is not a setting and may change on resume.
     """
 
     def __init__(
@@ -102,7 +109,9 @@ class LILO:
         transcript_file: str | Path | None = None,
         model_factory: ModelFactory | None = None,
         acquisition_factory: AcquisitionFactory | None = None,
+        executor: Executor | None = None,
     ):
+        self.executor = check_executor(executor, "LILO")
         if method not in METHODS:
             raise ValueError(f"LILO: `method` must be one of {list(METHODS)}, got {method!r}")
         if method in LLM_METHODS and backend is None:
@@ -143,9 +152,9 @@ class LILO:
         if self.method == "random":
             return RandomProposer(config)
         if self.method in LLM_METHODS:
-            feedback = LLMFeedback(self.backend, self.decision_maker, names, config, self.transcript)
+            feedback = LLMFeedback(self.backend, self.decision_maker, names, config, self.transcript, self.executor)
         else:
-            feedback = OracleFeedback(self.decision_maker)
+            feedback = OracleFeedback(self.decision_maker, self.executor)
         if self.method == "llm_only":
             return LLMOnlyProposer(config, feedback, self.transcript)
         scalar = self.method == "true_utility" or (self.method == "lilo" and config.feedback == "scalar")

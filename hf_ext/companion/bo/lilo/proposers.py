@@ -124,6 +124,10 @@ def _generator(proposer, round_index: int) -> torch.Generator:
     return torch.Generator().manual_seed(proposer.config.seed * 1_000_003 + round_index)
 
 
+def _any_answer(text: str) -> bool:
+    return True
+
+
 @dataclass
 class LLMOnlyProposer:
     """The LLM proposes each point itself (JSON ``{"x": [...]}``), given the history and the conversation.
@@ -149,10 +153,13 @@ class LLMOnlyProposer:
         )
         messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": '{"x": ['}]
         generator = _generator(self, round_index)
+        seeds = [(self.config.seed * 1_000_003 + round_index) * 1_009 + n for n in range(self.config.batch_size)]
+        chains = [(messages, [seed]) for seed in seeds]  # the batch's proposals at once on the feedback's executor
+        answers = self.transcript.complete_many(
+            self.feedback.backend, chains, _any_answer, self.feedback.executor, round=round_index, role="propose"
+        )
         batch = []
-        for number in range(self.config.batch_size):
-            seed = (self.config.seed * 1_000_003 + round_index) * 1_009 + number
-            text = self.transcript.complete(self.feedback.backend, messages, seed, round=round_index, role="propose")
+        for (text,) in answers:
             fallback = torch.rand(X.shape[-1], dtype=X.dtype, generator=generator)
             try:
                 point = torch.tensor(parse_json_object(text)["x"], dtype=X.dtype)

@@ -3,17 +3,24 @@
 A recipe made of independent jobs (cam's (problem, seed) pairs, set_cover's instances) stores each job's result as
 it finishes; a rerun into the same ``output_dir`` reads the stored ones and runs only the rest, and its report is
 built from the files alone, so a run killed at any point and resumed reports what the uninterrupted one would. A
-rerun is refused unless it has the settings the stored jobs were made under (``settings.json``).
+rerun is refused unless it has the settings the stored jobs were made under (``settings.json``). :func:`run_all` runs
+the jobs on an executor: the recipes' one way to fan out.
 """
 
 import json
 import os
 from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+import torch
+from tqdm.auto import tqdm
+
 from hf_ext._files import read_json
 from hf_ext._settings import check_and_store_settings
+from hf_ext.companion.executors import local_executor, run_jobs
 
 JOBS = "jobs"
 SETTINGS = "settings.json"
@@ -46,3 +53,45 @@ def stored_or_run(output_dir: str | Path, name: str, run: Callable[..., dict[str
     partial.write_text(text + "\n")
     os.replace(partial, path)  # a run killed while writing leaves no file, and the job is redone
     return json.loads(text)
+
+
+WORKERS_HELP = (
+    "Jobs run at once (>= 1): 1 runs them in this process, more on that many local processes. From Python, "
+    "main(argv, executor=...) takes any concurrent.futures.Executor instead (Dask, Ray: docs/cluster.md)."
+)
+
+
+def workers_field():
+    """The ``workers`` setting of a recipe made of independent jobs (default 1: in this process)."""
+    return field(default=1, metadata={"help": WORKERS_HELP})
+
+
+def check_workers(owner: str, workers: Any) -> None:
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"{owner}: `workers` must be an integer >= 1, got {workers!r}")
+
+
+def run_all(
+    fn: Callable[..., Any],
+    jobs: list[tuple],
+    workers: int,
+    desc: str,
+    executor: Executor | None = None,
+    threads: int = 1,
+    unit: str = "run",
+) -> list[Any]:
+    """``fn(*job)`` for every job, in job order, under one progress bar: on ``executor`` when given, else in this
+    process (``workers=1``) or on ``workers`` local processes of ``threads`` torch threads each.
+
+    The one way a recipe fans its jobs out (:func:`hf_ext.companion.executors.run_jobs`): a job whose worker dies
+    is run again, and the first job that raises stops the rest and raises. Under ``accelerate launch`` only the
+    main process calls it (the others wait), so the number of processes launched does not change the jobs run.
+    """
+    with tqdm(total=len(jobs), desc=desc, unit=unit) as bar:
+        if executor is not None:
+            return run_jobs(executor, fn, jobs, on_result=lambda index, result: bar.update())
+        pool = local_executor(workers, initializer=torch.set_num_threads, initargs=(threads,))
+        try:
+            return run_jobs(pool, fn, jobs, on_result=lambda index, result: bar.update())
+        finally:
+            pool.shutdown()

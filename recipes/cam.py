@@ -2,6 +2,7 @@
 
     hf-ext run cam                       # shipped config, about 8 minutes on 2 busy CPU cores
     hf-ext run cam --config cam_quick    # seconds: the end-to-end check
+    hf-ext run cam workers=2             # two jobs at a time, on local processes
 
 Per seed, for MIS: trains :class:`hf_ext.companion.combinatorial.cam.FlipGNN` by CAM and by the REINFORCE baseline
 for the same wall-clock time (``train_seconds``; the solver's settings are :class:`CAMConfig`'s own fields but
@@ -26,18 +27,21 @@ which jobs are made and may change). With step budgets (``train_seconds: inf``, 
 ``exact_time_limit`` long enough for HiGHS to prove its sets optimal) a job's numbers are a function of the
 settings alone, so a run killed at any point and resumed reports what the uninterrupted one does, but for the
 measured ``seconds``; a wall-clock budget makes them depend on the machine's speed.
+
+The jobs run ``workers`` at a time on local processes, or on any ``concurrent.futures.Executor`` passed to
+``main(argv, executor=...)`` (a Dask cluster, Ray: docs/cluster.md). Launched on several processes
+(``accelerate launch``, ``torchrun``), the main one runs them and the others wait.
 """
 
 import statistics
 import time
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from accelerate import PartialState
-from accelerate.utils import gather_object
-from tqdm.auto import tqdm
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
@@ -60,7 +64,7 @@ from hf_ext.companion.combinatorial.cam import (
     training_signal_variance,
 )
 from hf_ext.plotting import plot_curves, plot_grouped_bars
-from hf_ext.recipes._jobs import check_job_settings, stored_or_run
+from hf_ext.recipes._jobs import check_job_settings, check_workers, run_all, stored_or_run, workers_field
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
@@ -68,7 +72,7 @@ from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, s
 PROBLEMS = ("mis", "maxcut")
 # Arguments that choose which jobs are made or where they go, not what a job computes: they may change between
 # reruns into the same output_dir (every other setting must not).
-NOT_JOB_SETTINGS = ("problems", "seeds", "output_dir")
+NOT_JOB_SETTINGS = ("problems", "seeds", "workers", "output_dir")
 
 
 @dataclass
@@ -112,11 +116,13 @@ class CAMArguments:
     )
     seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "Seeds (graphs, networks, chains)."})
     torch_threads: int = field(default=1, metadata={"help": "torch threads per process (>= 1)."})
+    workers: int = workers_field()
     output_dir: str = field(default="outputs/cam", metadata={"help": "Where results go."})
 
     def __post_init__(self):
         check_finite_fields(self)
         owner = type(self).__name__
+        check_workers(owner, self.workers)
         if not self.problems or set(self.problems) - set(PROBLEMS):
             raise ValueError(f"{owner}: `problems` must be a non-empty subset of {list(PROBLEMS)}, got {self.problems}")
         checks = {
@@ -295,22 +301,19 @@ def job_settings(args: CAMArguments, config: CAMSolverConfig) -> dict:
     return {k: v for k, v in asdict(args).items() if k not in NOT_JOB_SETTINGS} | shared_settings(config)
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
+    """The recipe; its jobs run on ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     args, config = parser(argv).parse_args_and_config(argv)
     # No TrainingArguments here to set up CPU processes: without a GPU, ask for them (gloo) directly.
     state = PartialState(cpu=not torch.cuda.is_available())
+    if not state.is_main_process:  # the jobs fan out through `workers` or `executor`; the other ranks only wait
+        state.wait_for_everyone()
+        return {}
     torch.set_num_threads(args.torch_threads)
     out = Path(args.output_dir)
-    if state.is_main_process:  # before any job; the other ranks are stopped by the launcher if it refuses
-        check_job_settings(out, job_settings(args, config), "cam")
-    state.wait_for_everyone()
-    jobs = [(problem, seed) for seed in args.seeds for problem in args.problems]
-    mine = jobs[state.process_index :: state.num_processes]
-    local = [
-        stored_or_run(out, f"{p}_seed_{s}", run_job, p, s, config, args)
-        for p, s in tqdm(mine, desc="cam", disable=not state.is_main_process)
-    ]
-    done = gather_object(local) if state.num_processes > 1 else local
+    check_job_settings(out, job_settings(args, config), "cam")
+    jobs = [(out, f"{p}_seed_{s}", run_job, p, s, config, args) for s in args.seeds for p in args.problems]
+    done = run_all(stored_or_run, jobs, args.workers, "cam", executor, threads=args.torch_threads, unit="job")
     rows = [row for job in done for row in job["rows"]]
     results = {
         "summary": summarize(rows),
@@ -321,27 +324,26 @@ def main(argv: list[str] | None = None) -> dict:
         "args": asdict(args),
         "config": shared_settings(config),
     }
-    if state.is_main_process:
-        write_results(out, results)
-        write_rows(out / "runs.csv", rows)
-        gaps: dict[str, dict[str, float]] = {}
-        for key, entry in results["summary"].items():
-            problem, eval_set, method = key.split("/")
-            gaps.setdefault(method, {})[f"{problem}/{eval_set}"] = entry["gap_percent_mean"]
-            state.print(
-                f"{key}: value {entry['value_mean']:.2f} +- {entry['value_std']:.2f}, "
-                f"gap {entry['gap_percent_mean']:.2f}%"
-            )
-        plot_grouped_bars(
-            gaps, out / "cam_gap.png", "gap to the reference (exact on exact_er*, else best found)", "gap (%)"
+    write_results(out, results)
+    write_rows(out / "runs.csv", rows)
+    gaps: dict[str, dict[str, float]] = {}
+    for key, entry in results["summary"].items():
+        problem, eval_set, method = key.split("/")
+        gaps.setdefault(method, {})[f"{problem}/{eval_set}"] = entry["gap_percent_mean"]
+        state.print(
+            f"{key}: value {entry['value_mean']:.2f} +- {entry['value_std']:.2f}, "
+            f"gap {entry['gap_percent_mean']:.2f}%"
         )
-        first = done[0]["curves"]
-        plot_curves(
-            {m: first[m] for m in ("cam", "reinforce")},
-            out / "cam_training.png",
-            f"{first['problem']}, seed {first['seed']}: rollout energy per node",
-            "energy per node",
-        )
+    plot_grouped_bars(
+        gaps, out / "cam_gap.png", "gap to the reference (exact on exact_er*, else best found)", "gap (%)"
+    )
+    first = done[0]["curves"]
+    plot_curves(
+        {m: first[m] for m in ("cam", "reinforce")},
+        out / "cam_training.png",
+        f"{first['problem']}, seed {first['seed']}: rollout energy per node",
+        "energy per node",
+    )
     state.wait_for_everyone()
     return results
 

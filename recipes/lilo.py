@@ -13,18 +13,21 @@ takes the LLM's answers from it instead of asking again, and refuses other setti
 ``results.json`` (per environment and method: the gap of the best point's true utility to the
 best known, mean and std over seeds, per round; the LLM's label accuracy against the hidden
 utility; LLM calls) and ``utility_gap.png`` to ``output_dir``.
+
+The runs go ``workers`` at a time to local processes (each loads the local LLM once), or to any
+``concurrent.futures.Executor`` passed to ``main(argv, executor=...)`` (Dask, Ray: docs/cluster.md).
+Launched on several processes, the main one runs them and the others wait.
 """
 
 import statistics
 import time
 from collections import defaultdict
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from accelerate import PartialState
-from accelerate.utils import gather_object
-from tqdm.auto import tqdm
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
@@ -39,6 +42,7 @@ from hf_ext.companion.bo.lilo import (
 )
 from hf_ext.companion.bo.lilo.backends import PREFILL_MODES
 from hf_ext.plotting import plot_bands
+from hf_ext.recipes._jobs import check_workers, run_all, workers_field
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
@@ -75,10 +79,12 @@ class LILOArguments:
     )
     max_new_tokens: int = field(default=32, metadata={"help": "Tokens per LLM answer (>= 1)."})
     temperature: float = field(default=0.7, metadata={"help": "LLM sampling temperature (0 = greedy)."})
+    workers: int = workers_field()
     output_dir: str = field(default="outputs/lilo", metadata={"help": "Where results, plot and transcripts go."})
 
     def __post_init__(self):
         check_finite_fields(self)
+        check_workers("LILOArguments", self.workers)
         for name, chosen, allowed in (
             ("environments", self.environments, ENVIRONMENTS),
             ("methods", self.methods, METHODS),
@@ -159,35 +165,35 @@ def summarize(runs: list[dict]) -> dict:
     return summary
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
+    """The recipe; its runs go to ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     args, config = parser(argv).parse_args_and_config(argv)
     # No TrainingArguments here: ask for the CPU processes directly, or every process would run every job.
     state = PartialState(cpu=not torch.cuda.is_available())
+    if not state.is_main_process:  # the runs fan out through `workers` or `executor`; the other ranks only wait
+        state.wait_for_everyone()
+        return {}
     backend = args.make_backend()
-    jobs = [(e, m, s) for e in args.environments for m in args.methods for s in args.seeds]
-    mine = jobs[state.process_index :: state.num_processes]
-    bar = tqdm(mine, desc="lilo", unit="run", disable=not state.is_main_process)
-    local = [run_one(args, config, backend, *job) for job in bar]
-    runs = gather_object(local) if state.num_processes > 1 else local
+    jobs = [(args, config, backend, e, m, s) for e in args.environments for m in args.methods for s in args.seeds]
+    runs = run_all(run_one, jobs, args.workers, "lilo", executor)
     results = {"summary": summarize(runs), "runs": runs, "args": asdict(args), "config": shared_settings(config)}
     out = Path(args.output_dir)
-    if state.is_main_process:
-        write_results(out, results)
-        panels = {
-            environment: {
-                m: [r["gap"] for r in runs if r["environment"] == environment and r["method"] == m]
-                for m in args.methods
-            }
-            for environment in args.environments
+    write_results(out, results)
+    panels = {
+        environment: {
+            m: [r["gap"] for r in runs if r["environment"] == environment and r["method"] == m]
+            for m in args.methods
         }
-        title = "Gap to the best true utility (mean +- std over seeds; round 1 = initial design)"
-        plot_bands(panels, out / "utility_gap.png", title, "round", "utility gap", ncols=len(panels))
-        for key, entry in results["summary"].items():
-            accuracy = "-" if entry["label_accuracy"] is None else f"{entry['label_accuracy']:.2f}"
-            state.print(
-                f"{key}: final gap {entry['final_gap']:.3f} +- {entry['final_gap_std']:.3f}, label accuracy "
-                f"{accuracy} ({entry['labels']} labels), {entry['llm_calls']} LLM calls"
-            )
+        for environment in args.environments
+    }
+    title = "Gap to the best true utility (mean +- std over seeds; round 1 = initial design)"
+    plot_bands(panels, out / "utility_gap.png", title, "round", "utility gap", ncols=len(panels))
+    for key, entry in results["summary"].items():
+        accuracy = "-" if entry["label_accuracy"] is None else f"{entry['label_accuracy']:.2f}"
+        state.print(
+            f"{key}: final gap {entry['final_gap']:.3f} +- {entry['final_gap_std']:.3f}, label accuracy "
+            f"{accuracy} ({entry['labels']} labels), {entry['llm_calls']} LLM calls"
+        )
     state.wait_for_everyone()  # leave together (a rank exiting while another holds the gloo group aborts it)
     return results
 

@@ -3,7 +3,7 @@
     hf-ext run portfolio                                   # shipped config: 6 data sets x 4 costs x K in {3, 5, 10}
     hf-ext run portfolio datasets="djia msci" costs=0.0025 ks=5
     hf-ext run portfolio --config portfolio_quick          # seconds: the end-to-end check
-    hf-ext run portfolio --accelerate-config cpu_2proc     # the runs split over two CPU processes
+    hf-ext run portfolio workers=2                         # two runs at a time, on local processes
 
 Backtests every strategy online with exact self-financing accounting (``hf_ext.companion.portfolio``) on the
 data sets shipped by universal-portfolios, for each proportional cost rate; the sparse strategies (K-sparse TCO
@@ -12,18 +12,21 @@ in hindsight before costs (a reference, not an online rule). Writes ``metrics.cs
 annualised return and volatility, Sharpe, drawdown, turnover, holdings; PSGA iterations and milliseconds per
 period), ``wealth.csv`` (every run's wealth after each period), ``results.json`` and ``wealth.png`` (wealth
 curves at ``plot_cost`` and ``plot_k``, one panel per data set) to ``output_dir``.
+
+The runs go ``workers`` at a time to local processes, or to any ``concurrent.futures.Executor`` passed to
+``main(argv, executor=...)`` (Dask, Ray: docs/cluster.md). Launched on several processes
+(``--accelerate-config cpu_2proc``), the main one runs them and the others wait.
 """
 
 import csv
 import time
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from accelerate import PartialState
-from accelerate.utils import gather_object
-from tqdm.auto import tqdm
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
@@ -42,6 +45,7 @@ from hf_ext.companion.portfolio import (
     summarize,
 )
 from hf_ext.plotting import plot_bands
+from hf_ext.recipes._jobs import check_workers, run_all, workers_field
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
@@ -63,10 +67,12 @@ class PortfolioArguments:
     max_periods: int = field(default=0, metadata={"help": "Use only the first max_periods periods (0 = all)."})
     plot_cost: float = field(default=0.0025, metadata={"help": "Cost rate of the plotted wealth curves."})
     plot_k: int = field(default=5, metadata={"help": "K of the plotted sparse wealth curves."})
+    workers: int = workers_field()
     output_dir: str = field(default="outputs/portfolio", metadata={"help": "Where the CSVs, JSON and PNG go."})
 
     def __post_init__(self):
         check_finite_fields(self)
+        check_workers("PortfolioArguments", self.workers)
         for name, chosen, allowed in (
             ("datasets", self.datasets, DATASETS),
             ("strategies", self.strategies, STRATEGIES),
@@ -178,33 +184,32 @@ def write_csvs(runs: list[dict], out: Path) -> None:
             writer.writerows([*run["key"].values(), t, w] for t, w in enumerate(run["wealth"]))
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
+    """The recipe; its backtests run on ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     args, config = parser(argv).parse_args_and_config(argv)
     state = PartialState(cpu=not torch.cuda.is_available())
-    jobs = jobs_of(args)
-    mine = jobs[state.process_index :: state.num_processes]
-    progress = tqdm(mine, desc=f"portfolio (process {state.process_index})", unit="run")
-    runs = [run_one(args, config, *job) for job in progress]
-    runs = sorted(gather_object(runs), key=lambda run: jobs.index(tuple(run["key"].values())))
+    if not state.is_main_process:  # the runs fan out through `workers` or `executor`; the other ranks only wait
+        state.wait_for_everyone()
+        return {}
+    runs = run_all(run_one, [(args, config, *job) for job in jobs_of(args)], args.workers, "portfolio", executor)
     results = {
         "runs": {run_name(run["key"]): run["metrics"] for run in runs},
         "args": asdict(args),
         "strategy": shared_settings(config),
     }
     out = Path(args.output_dir)
-    if state.is_main_process:
-        write_results(out, results)
-        write_csvs(runs, out)
-        plot_wealth(runs, args, out / "wealth.png")
-        for dataset in args.datasets:
-            line = ", ".join(
-                f"{run['key']['strategy']}{'' if run['key']['k'] is None else run['key']['k']} "
-                f"{run['metrics']['final_wealth']:.3g}"
-                for run in runs
-                if run["key"]["dataset"] == dataset and run["key"]["cost"] == args.plot_cost
-            )
-            print(f"{dataset} at cost {args.plot_cost}: final wealth {line}")
-        print(f"wrote {out / 'metrics.csv'}, {out / 'wealth.csv'}, {out / 'results.json'} and {out / 'wealth.png'}")
+    write_results(out, results)
+    write_csvs(runs, out)
+    plot_wealth(runs, args, out / "wealth.png")
+    for dataset in args.datasets:
+        line = ", ".join(
+            f"{run['key']['strategy']}{'' if run['key']['k'] is None else run['key']['k']} "
+            f"{run['metrics']['final_wealth']:.3g}"
+            for run in runs
+            if run["key"]["dataset"] == dataset and run["key"]["cost"] == args.plot_cost
+        )
+        print(f"{dataset} at cost {args.plot_cost}: final wealth {line}")
+    print(f"wrote {out / 'metrics.csv'}, {out / 'wealth.csv'}, {out / 'results.json'} and {out / 'wealth.png'}")
     state.wait_for_everyone()
     return results
 

@@ -16,8 +16,9 @@ per-sample gradients as ``max_iter`` full-batch steps), and ``gradient_boosting`
 ``HistGradientBoostingRegressor`` with its defaults.
 It records the overlap ``m_t = <w_t, w*>`` at every iteration, the iterations until ``|m_t| >= 0.9`` and
 the test mean squared error on fresh data. ``(w, phi)`` and ``(-w, phi(-.))`` are the same predictor, so a
-joint fit from a negative start may end at ``m = -1``: ``|m|`` is what is identified. Runs are split
-between the processes of ``accelerate launch``.
+joint fit from a negative start may end at ``m = -1``: ``|m|`` is what is identified. The runs go ``workers``
+at a time to local processes, or to any ``concurrent.futures.Executor`` passed to ``main(argv, executor=...)``
+(Dask, Ray: docs/cluster.md); launched on several processes, the main one runs them and the others wait.
 
 Writes ``runs.csv`` (one row per run), ``results.json`` (the rows, every trajectory and a summary per
 link, dimension, ratio, start and method), ``single_index_overlap.png`` (``|m_t|`` of joint learning per
@@ -29,15 +30,14 @@ import dataclasses
 import math
 import statistics
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from accelerate import PartialState
-from accelerate.utils import gather_object
 from sklearn.ensemble import HistGradientBoostingRegressor
-from tqdm.auto import tqdm
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
@@ -51,6 +51,7 @@ from hf_ext.companion.single_index import (
     link_coefficients,
 )
 from hf_ext.plotting import plot_bands, plot_log_sweeps
+from hf_ext.recipes._jobs import check_workers, run_all, workers_field
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import settings_parser
 
@@ -94,11 +95,13 @@ class SingleIndexArguments:
     torch_threads: int = field(
         default=1, metadata={"help": "torch threads per process (>= 1): fits this small ran 10x slower on 2 than on 1."}
     )
+    workers: int = workers_field()
     output_dir: str = field(default="outputs/single_index", metadata={"help": "Where results go."})
 
     def __post_init__(self):
         check_finite_fields(self)
         owner = type(self).__name__
+        check_workers(owner, self.workers)
         for name, allowed in (("links", LINKS), ("methods", METHODS)):
             chosen = getattr(self, name)
             if not chosen or set(chosen) - set(allowed):
@@ -277,25 +280,26 @@ def _line(entry: dict) -> str:
     return f"{overlap}test MSE {entry['test_mse_mean']:.4f}"
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
+    """The recipe; its fits run on ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     (args,) = parser(argv).parse_args_and_config(argv)
     # No TrainingArguments here to set up CPU processes: without a GPU, ask for them (gloo) directly,
     # or each process of a CPU launch would take itself for the only one and run every job.
     state = PartialState(cpu=not torch.cuda.is_available())
+    if not state.is_main_process:  # the fits fan out through `workers` or `executor`; the other ranks only wait
+        state.wait_for_everyone()
+        return {}
     torch.set_num_threads(args.torch_threads)
-    mine = jobs(args)[state.process_index :: state.num_processes]
-    bar = tqdm(mine, desc="single_index", unit="fit", disable=not state.is_main_process)
-    local = [run_one(*job, args) for job in bar]
-    rows = gather_object(local) if state.num_processes > 1 else local
+    fits = [(*job, args) for job in jobs(args)]
+    rows = run_all(run_one, fits, args.workers, "single_index", executor, threads=args.torch_threads, unit="fit")
     results = {"summary": summarize(rows), "runs": rows, "args": dataclasses.asdict(args)}
     out = Path(args.output_dir)
-    if state.is_main_process:
-        write_results(out, results)
-        write_rows(out / "runs.csv", rows, [k for k in rows[0] if k != "overlaps"])
-        if "joint" in args.methods:
-            plot(rows, args, out)
-        for key, entry in results["summary"].items():
-            state.print(f"{key}: {_line(entry)}")
+    write_results(out, results)
+    write_rows(out / "runs.csv", rows, [k for k in rows[0] if k != "overlaps"])
+    if "joint" in args.methods:
+        plot(rows, args, out)
+    for key, entry in results["summary"].items():
+        state.print(f"{key}: {_line(entry)}")
     # Leave together: a rank that exits while another still holds the gloo group can abort.
     state.wait_for_everyone()
     return results

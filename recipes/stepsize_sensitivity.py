@@ -15,8 +15,10 @@ the recipe reports the width in decades of the step-size range within 10% of the
 (:func:`hf_ext.optim.near_best_width`), the ratio at 10x the best step size, and the median
 seconds per step over SGD's: of the runs themselves, or with ``timing_rounds`` > 0 of every
 method's step on a fixed batch timed in interleaved rounds, so that a change in the machine's load
-reaches every method alike. Runs that diverge count as infinite loss. The runs are split
-between the processes of ``accelerate launch``.
+reaches every method alike. Runs that diverge count as infinite loss. The runs go ``workers`` at
+a time to local processes (one torch thread each), or to any ``concurrent.futures.Executor`` passed
+to ``main(argv, executor=...)`` (Dask, Ray: docs/cluster.md); launched on several processes, the
+main one runs them and the others wait.
 
 Writes ``runs.csv`` (one row per run), ``results.json`` (per problem and method: the curve and
 the numbers above) and ``stepsize_sensitivity.png`` (final loss against step size, one panel per
@@ -28,16 +30,15 @@ import math
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from accelerate import PartialState
-from accelerate.utils import gather_object
 from sklearn.datasets import load_breast_cancer, load_digits
 from torch import nn
 from torch.nn import functional as F
-from tqdm.auto import tqdm
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
@@ -45,6 +46,7 @@ from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.optim import NGN, SPS, near_best_width, ratio_at_multiple
 from hf_ext.plotting import plot_log_sweeps
+from hf_ext.recipes._jobs import check_workers, run_all, workers_field
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import settings_parser
 
@@ -85,10 +87,12 @@ class StepSizeSensitivityArguments:
         },
     )
     timing_steps: int = field(default=50, metadata={"help": "Timed steps per method and round (after 3 untimed)."})
+    workers: int = workers_field()
     output_dir: str = field(default="outputs/stepsize_sensitivity", metadata={"help": "Where results go."})
 
     def __post_init__(self):
         check_finite_fields(self)
+        check_workers(type(self).__name__, self.workers)
         for name, allowed in (("methods", METHODS), ("problems", PROBLEMS)):
             chosen = getattr(self, name)
             if not chosen or set(chosen) - set(allowed):
@@ -199,6 +203,22 @@ def build_problem(name: str, args: StepSizeSensitivityArguments) -> Problem:
         )
 
     return _classification(name, load_digits(), mlp, args, convex=False)
+
+
+_BUILT: dict[tuple[str, str], Problem] = {}
+
+
+def problem_named(name: str, args: StepSizeSensitivityArguments) -> Problem:
+    """``build_problem(name, args)``, built once per process: a Problem holds closures, so jobs carry its name."""
+    key = (name, repr(args))
+    if key not in _BUILT:
+        _BUILT[key] = build_problem(name, args)
+    return _BUILT[key]
+
+
+def run_named(name: str, method: str, step_size: float, seed: int, args: StepSizeSensitivityArguments) -> dict:
+    """:func:`run_one` on the problem ``name`` (a job that any executor's worker can run)."""
+    return run_one(problem_named(name, args), method, step_size, seed, args)
 
 
 def optimum(problem: Problem) -> float:
@@ -360,20 +380,22 @@ def _line(entry: dict) -> str:
     return f"width {width}, best step size {best}, 10x-best ratio {ratio}, step time vs SGD {time_ratio}"
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
+    """The recipe; its runs go to ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     (args,) = parser(argv).parse_args_and_config(argv)
     # No TrainingArguments here to set up CPU processes: without a GPU, ask for them (gloo) directly,
     # or each process of a CPU launch would take itself for the only one and run every job.
     state = PartialState(cpu=not torch.cuda.is_available())
-    problems = {name: build_problem(name, args) for name in args.problems}
+    if not state.is_main_process:  # the runs fan out through `workers` or `executor`; the other ranks only wait
+        state.wait_for_everyone()
+        return {}
+    problems = {name: problem_named(name, args) for name in args.problems}
     optima = {name: optimum(problem) for name, problem in problems.items() if problem.convex}
-    jobs = [(p, m, s, seed) for p in args.problems for m in args.methods for s in args.grid() for seed in args.seeds]
-    mine = jobs[state.process_index :: state.num_processes]  # dealt round-robin: the slow LM runs are shared
-    bar = tqdm(mine, desc="stepsize_sensitivity", unit="run", disable=not state.is_main_process)
-    local = [run_one(problems[p], m, s, seed, args) for p, m, s, seed in bar]
-    rows = gather_object(local) if state.num_processes > 1 else local
+    grid = args.grid()
+    jobs = [(p, m, s, seed, args) for p in args.problems for m in args.methods for s in grid for seed in args.seeds]
+    rows = run_all(run_named, jobs, args.workers, "stepsize_sensitivity", executor)
     timed = None
-    if args.timing_rounds and state.is_main_process:  # after the sweep: the other processes are idle by then
+    if args.timing_rounds:  # after the sweep: the workers are idle by then
         timed = {name: interleaved_step_seconds(problem, args) for name, problem in problems.items()}
     results = {
         "summary": summarize(rows, optima, args, timed),
@@ -382,12 +404,11 @@ def main(argv: list[str] | None = None) -> dict:
         "args": dataclasses.asdict(args),
     }
     out = Path(args.output_dir)
-    if state.is_main_process:
-        write_results(out, results)
-        write_rows(out / "runs.csv", rows)
-        plot(results["summary"], args, out / "stepsize_sensitivity.png")
-        for key, entry in results["summary"].items():
-            state.print(f"{key}: {_line(entry)}")
+    write_results(out, results)
+    write_rows(out / "runs.csv", rows)
+    plot(results["summary"], args, out / "stepsize_sensitivity.png")
+    for key, entry in results["summary"].items():
+        state.print(f"{key}: {_line(entry)}")
     # Leave together: a rank that exits while another still holds the gloo group can abort
     # ("terminate called without an active exception", seen in 1 of 4 two-process runs).
     state.wait_for_everyone()

@@ -22,11 +22,11 @@ STEP_BUDGETS = [
 
 @pytest.mark.slow
 def test_quick_run_on_two_processes_writes_rows_variances_and_plots(tmp_path, torchrun_two_processes):
-    """The jobs (MIS, max-cut) are split over the processes; rank 0 gathers and writes them all."""
+    """Launched on two processes, rank 0 runs the jobs (MIS, max-cut) on two local workers and writes them all."""
     script = tmp_path / "run_cam.py"
     script.write_text(
         "import sys\nfrom hf_ext.recipes import shipped_config\nfrom hf_ext.recipes.cam import main\n"
-        "main(['--config', str(shipped_config('cam_quick')), '--output_dir', sys.argv[1]])\n"
+        "main(['--config', str(shipped_config('cam_quick')), '--workers', '2', '--output_dir', sys.argv[1]])\n"
     )
     torchrun_two_processes(script)
     with (tmp_path / "runs.csv").open() as handle:

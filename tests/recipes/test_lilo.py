@@ -63,8 +63,8 @@ def test_quick_run_with_smollm2_labels_and_proposes(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_cpu_processes_share_the_runs_out(tmp_path, run_on_two_processes):
-    stdout = run_on_two_processes("lilo", ["--config", "lilo_quick", "methods=preferential random"])
+def test_on_two_cpu_processes_the_main_one_runs_them_on_two_workers(tmp_path, run_on_two_processes):
+    stdout = run_on_two_processes("lilo", ["--config", "lilo_quick", "methods=preferential random", "workers=2"])
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert sorted(run["method"] for run in runs) == ["preferential", "random"]  # each run once, from either rank
     assert stdout.count("dtlz2/preferential: final gap") == 1  # the summary printed once

@@ -80,8 +80,8 @@ def test_k_above_the_assets_of_a_data_set_is_refused_by_the_strategy(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_split_the_runs_and_write_them_all(run_on_two_processes, tmp_path):
-    out = run_on_two_processes("portfolio", ["--config", "portfolio_quick"])
+def test_on_two_processes_the_main_one_runs_them_all_on_two_workers(run_on_two_processes, tmp_path):
+    out = run_on_two_processes("portfolio", ["--config", "portfolio_quick", "workers=2"])
     assert "djia at cost 0.0025: final wealth" in out
     with (tmp_path / "metrics.csv").open() as handle:
         assert len(list(csv.DictReader(handle))) == 12

@@ -56,7 +56,8 @@ def test_bad_settings_name_the_field(kwargs, message):
 
 @pytest.mark.slow
 def test_quick_run_on_two_cpu_processes(tmp_path, run_on_two_processes):
-    stdout = run_on_two_processes("single_index", ["--config", "single_index_quick"])
+    """Launched on two processes, the main one runs every fit, here on two local worker processes."""
+    stdout = run_on_two_processes("single_index", ["--config", "single_index_quick", "workers=2"])
     assert stdout.count("he1/d=8/n=128/start=-0.3/joint: |m|") == 1  # printed by the main process only
     with (tmp_path / "runs.csv").open() as handle:
         assert len(list(csv.DictReader(handle))) == 2 * 2 * 2 * 3 + 2 * 2

@@ -70,7 +70,10 @@ def test_bad_settings_name_the_field(kwargs, message):
 
 @pytest.mark.slow
 def test_quick_sweep_of_every_problem_on_two_cpu_processes(tmp_path, run_on_two_processes):
-    stdout = run_on_two_processes("stepsize_sensitivity", ["--config", "stepsize_sensitivity_quick", "methods=sgd ngn"])
+    """Launched on two processes, the main one runs every run, here on two local worker processes (a problem holds
+    closures: the jobs carry its name and each worker builds it)."""
+    overrides = ["--config", "stepsize_sensitivity_quick", "methods=sgd ngn", "workers=2"]
+    stdout = run_on_two_processes("stepsize_sensitivity", overrides)
     assert stdout.count("llama_lm/ngn: width") == 1  # printed by the main process only
     with (tmp_path / "runs.csv").open() as handle:
         rows = list(csv.DictReader(handle))

@@ -1,0 +1,41 @@
+"""recipes/_jobs.run_all: the recipes' one way to fan their jobs out."""
+
+import concurrent.futures as cf
+
+import pytest
+
+from hf_ext.recipes._jobs import check_workers, run_all
+from hf_ext.recipes.portfolio import PortfolioArguments
+
+
+def _power(base, exponent):
+    return base**exponent
+
+
+class Counting(cf.ThreadPoolExecutor):
+    submitted = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_the_jobs_run_on_the_executor_given_and_come_back_in_job_order():
+    jobs = [(2, 3), (3, 2), (10, 0)]
+    with Counting(2) as executor:
+        assert run_all(_power, jobs, workers=1, desc="test", executor=executor) == [8, 9, 1]
+    assert executor.submitted == 3
+    assert run_all(_power, jobs, workers=1, desc="test") == [8, 9, 1]  # in this process
+
+
+def test_the_first_job_that_raises_stops_the_run_with_its_error():
+    with pytest.raises(ZeroDivisionError):
+        run_all(_power, [(2, 1), (0, -1), (3, 1)], workers=1, desc="test")
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, True, "2"])
+def test_bad_workers_are_refused_by_name(workers):
+    with pytest.raises(ValueError, match=rf"Recipe: `workers` must be an integer >= 1, got {workers!r}"):
+        check_workers("Recipe", workers)
+    with pytest.raises(ValueError, match="PortfolioArguments: `workers` must be an integer >= 1"):
+        PortfolioArguments(workers=workers)

@@ -2,18 +2,21 @@
 Dask cluster and a local Ray, and the regret that batch and asynchronous BO pay per evaluation.
 
     python benchmarks/executors.py [--seeds 0 1 2 3 4] [--workers 1 2 4 8] [--backends dask ray]
-        [--evaluations 32] [--population 16] [--objectives branin] [--regret-evaluations 30] [--regret-q 4]
+        [--evaluations 24] [--population 8] [--objectives branin] [--regret-evaluations 20] [--regret-q 4]
+        [--parts speedup regret]
 
 Speed-up. The objective sleeps ``--sleep`` seconds (1) and returns Branin (BO) or the sphere (ES), so it needs no
-core: what is measured is the executor and the loop's own work between evaluations. One cluster of
-max(``--workers``) single-threaded workers per backend; w workers are w of them (Dask: the executor is pinned to w
-workers' addresses; Ray: each task reserves max/w of its logical CPUs). Sequential BO (q = 1, one worker) is the
+core: what is measured is the executor and the loop's own work between evaluations. A fresh local cluster of w
+single-threaded workers per backend and worker count (Dask ``LocalCluster``, ``ray.init(num_cpus=w)``), its
+workers warmed up (torch and BoTorch imported) before any timing. Sequential BO (q = 1, one worker) is the
 baseline of both BO rows: batch BO proposes q = w points per round and waits for them, asynchronous BO keeps w
 in flight and proposes each new point with the others as X_pending; both run ``--evaluations`` evaluations (8 of
 them Sobol). The ES row is one SepCMAES generation of ``--population`` candidates against the same generation on
 one worker. Goal: speed-up >= 0.85 x workers. The BO loop fits its GP and optimises the acquisition in the driver
-process between evaluations (``driver_s``, the time spent there), which caps the asynchronous speed-up at
-about (sleep + fit) / fit once w evaluations finish faster than the driver can propose.
+process (``driver_s``, the time spent there; ``driver_share`` of the wall-clock): a batch round waits for it before
+its evaluations start, and an asynchronous run proposes one point per finished evaluation, so once w evaluations
+finish faster than the driver proposes, the driver sets the pace. ``evaluation_speedup`` leaves the driver's time
+out on both sides (batch only: an asynchronous run proposes while others evaluate): what the executor delivers.
 
 Regret. GP with UCB (its batch form qUCB) on BoTorch's Branin (and Hartmann-6 with ``--objectives``), maximised,
 ``--regret-evaluations`` evaluations per run, sequential against batch (q = ``--regret-q``) and asynchronous
@@ -22,9 +25,11 @@ evaluation, mean and sample std. These runs use no sleep and go through ``run_jo
 processes; inside each run the evaluations are in-process, so an asynchronous run sees them finish in the order
 they were proposed (each new point still proposed with the others pending), which makes it reproducible.
 
-About 8 minutes on 2 busy CPU cores with the defaults. The full measurement (about 25 minutes):
+About 10 minutes on 2 busy CPU cores with the defaults. docs/cluster.md's numbers (about 20 minutes):
 
-    python benchmarks/executors.py --objectives branin hartmann6 --regret-evaluations 40
+    python benchmarks/executors.py --evaluations 32 --population 16 --regret-evaluations 30
+
+and Hartmann-6 too (about 40 minutes): add ``--objectives branin hartmann6 --regret-evaluations 40``.
 
 Writes ``executors.json``, ``executors_speedup.png`` and ``executors_regret.png`` under ``--output-dir``; the last
 line is JSON.
@@ -50,6 +55,7 @@ from hf_ext.plotting import plot_bands, plot_line_panels
 OBJECTIVES = {"branin": lambda: Branin(negate=True), "hartmann6": lambda: Hartmann(dim=6, negate=True)}
 BACKENDS = ("dask", "ray")
 MODES = ("sequential", "batch", "async")
+PARTS = ("speedup", "regret")
 N_INITIAL = 8
 GOAL = 0.85
 
@@ -78,8 +84,12 @@ def _warm(seconds: float) -> None:
 
 
 @contextmanager
-def cluster(backend: str, size: int) -> Iterator[Callable[[int], Executor]]:
-    """A local cluster of ``size`` single-threaded workers, warmed up; yields ``workers -> executor`` on that many."""
+def cluster(backend: str, size: int) -> Iterator[Executor]:
+    """An executor on a fresh local cluster of ``size`` single-threaded workers, each warmed up.
+
+    One cluster per worker count: limiting a bigger Ray instance by the CPUs each task reserves made Ray
+    replace its idle workers between runs (their torch import, seconds each, landed inside the timings).
+    """
     if backend == "dask":
         from distributed import Client, LocalCluster
 
@@ -88,17 +98,16 @@ def cluster(backend: str, size: int) -> Iterator[Callable[[int], Executor]]:
             Client(local) as client,
         ):
             client.run(_warm, 0.0)
-            addresses = sorted(client.scheduler_info()["workers"])
-            yield lambda workers: client.get_executor(workers=addresses[:workers], allow_other_workers=False)
+            yield client.get_executor()
         return
     import ray
 
     ray.init(num_cpus=size, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        warm = RayExecutor(num_cpus=1)
-        for future in [warm.submit(_warm, 2.0) for _ in range(size)]:
+        executor = RayExecutor(num_cpus=1)
+        for future in [executor.submit(_warm, 2.0) for _ in range(size)]:
             future.result()
-        yield lambda workers: RayExecutor(num_cpus=size / workers)
+        yield executor
     finally:
         ray.shutdown()
 
@@ -144,22 +153,23 @@ def es_seconds(executor: Executor, population: int, sleep: float) -> dict:
 def speedups(backend: str, workers: list[int], evaluations: int, population: int, sleep: float) -> dict:
     """Each mode's wall-clock seconds and speed-up over one worker, per number of workers, on ``backend``."""
     rows = {mode: {} for mode in ("batch", "async", "es")}
-    with cluster(backend, max(workers)) as executor_on:
-        baseline = bo_seconds(executor_on(1), 1, False, evaluations, sleep)
-        es_baseline = es_seconds(executor_on(1), population, sleep)
-        print(f"{backend}: sequential BO {baseline['seconds']:.1f} s, one ES generation {es_baseline['seconds']:.1f} s")
-        for w in workers:
+    for w in sorted({1, *workers}):
+        with cluster(backend, w) as executor:
             measured = {
-                "batch": baseline if w == 1 else bo_seconds(executor_on(w), w, False, evaluations, sleep),
-                "async": baseline if w == 1 else bo_seconds(executor_on(w), w, True, evaluations, sleep),
-                "es": es_baseline if w == 1 else es_seconds(executor_on(w), population, sleep),
+                "batch": bo_seconds(executor, w, False, evaluations, sleep),  # q = 1 on one worker: sequential
+                "async": bo_seconds(executor, w, True, evaluations, sleep) if w > 1 else None,
+                "es": es_seconds(executor, population, sleep),
             }
-            for mode, run in measured.items():
-                base = es_baseline if mode == "es" else baseline
-                speedup = base["seconds"] / run["seconds"]
-                rows[mode][w] = run | {"speedup": speedup, "efficiency": speedup / w}
-                print(f"{backend} {mode} x{w}: {run['seconds']:.1f} s, speed-up {speedup:.2f}")
-    return rows
+        measured["async"] = measured["async"] or measured["batch"]
+        for mode, run in measured.items():
+            base = rows[mode][1] if w > 1 else run
+            speedup = base["seconds"] / run["seconds"]
+            rows[mode][w] = run | {"speedup": speedup, "efficiency": speedup / w}
+            if mode == "batch":  # a batch round proposes, then waits: the evaluations' part alone
+                waiting = (base["seconds"] - base["driver_s"]) / (run["seconds"] - run["driver_s"])
+                rows[mode][w]["evaluation_speedup"] = waiting
+            print(f"{backend} {mode} x{w}: {run['seconds']:.1f} s, speed-up {speedup:.2f}", flush=True)
+    return {mode: {w: row for w, row in by_workers.items() if w in workers} for mode, by_workers in rows.items()}
 
 
 def regret_run(objective: str, mode: str, seed: int, evaluations: int, q: int) -> dict:
@@ -204,41 +214,37 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--sleep", type=float, default=1.0, help="seconds each evaluation sleeps")
-    parser.add_argument("--evaluations", type=int, default=32, help="evaluations per timed BO run")
-    parser.add_argument("--population", type=int, default=16, help="ES population (one generation is timed)")
+    parser.add_argument("--evaluations", type=int, default=24, help="evaluations per timed BO run")
+    parser.add_argument("--population", type=int, default=8, help="ES population (one generation is timed)")
     parser.add_argument("--objectives", nargs="+", choices=sorted(OBJECTIVES), default=["branin"])
-    parser.add_argument("--regret-evaluations", type=int, default=30)
+    parser.add_argument("--regret-evaluations", type=int, default=20)
     parser.add_argument("--regret-q", type=int, default=4, help="batch size / evaluations in flight")
     parser.add_argument("--regret-workers", type=int, default=2, help="local processes for the regret runs")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to measure")
     args = parser.parse_args()
     if min(args.workers) < 1 or args.evaluations <= N_INITIAL or args.population < 2:
         parser.error("--workers must be >= 1, --evaluations > 8 and --population >= 2")
     workers = sorted(set(args.workers))
-    bo_seconds(local_executor(1), 2, False, N_INITIAL + 4, 0.0)  # the driver's first fits import and warm up
-    timed = {b: speedups(b, workers, args.evaluations, args.population, args.sleep) for b in args.backends}
-    regret, curves = regrets(args.objectives, args.seeds, args.regret_evaluations, args.regret_q, args.regret_workers)
+    timed, regret = {}, {}
+    if "speedup" in args.parts:
+        bo_seconds(local_executor(1), 2, False, N_INITIAL + 4, 0.0)  # the driver's first fits import and warm up
+        timed = {b: speedups(b, workers, args.evaluations, args.population, args.sleep) for b in args.backends}
+    if "regret" in args.parts:
+        regret, curves = regrets(
+            args.objectives, args.seeds, args.regret_evaluations, args.regret_q, args.regret_workers
+        )
     out = Path(args.output_dir)
-    plot_line_panels(
-        {
-            backend: {
-                **{mode: [(w, row["speedup"]) for w, row in rows[mode].items()] for mode in rows},
-                f"goal ({GOAL} x workers)": [(w, GOAL * w) for w in workers],
-            }
+    if timed:
+        panels = {
+            backend: {mode: [(w, row["speedup"]) for w, row in by_workers.items()] for mode, by_workers in rows.items()}
+            | {f"goal ({GOAL} x workers)": [(w, GOAL * w) for w in workers]}
             for backend, rows in timed.items()
-        },
-        out / "executors_speedup.png",
-        f"wall-clock speed-up over one worker ({args.sleep:g} s evaluations)",
-        "workers",
-        "speed-up",
-    )
-    plot_bands(
-        curves,
-        out / "executors_regret.png",
-        f"simple regret per evaluation, mean +- std over {len(args.seeds)} seeds (q = {args.regret_q})",
-        "evaluation",
-        "simple regret",
-        log_y=True,
-    )
+        }
+        title = f"wall-clock speed-up over one worker ({args.sleep:g} s evaluations)"
+        plot_line_panels(panels, out / "executors_speedup.png", title, "workers", "speed-up")
+    if regret:
+        title = f"simple regret per evaluation, mean +- std over {len(args.seeds)} seeds (q = {args.regret_q})"
+        plot_bands(curves, out / "executors_regret.png", title, "evaluation", "simple regret", log_y=True)
     summary = {"workers": workers, "sleep_s": args.sleep, "evaluations": args.evaluations}
     summary |= {"population": args.population, "seeds": args.seeds, "regret_q": args.regret_q}
     summary |= {"regret_evaluations": args.regret_evaluations}
@@ -246,6 +252,10 @@ def main() -> None:
         for mode, by_workers in rows.items():
             for w, row in by_workers.items():
                 summary[f"{backend}/{mode}/x{w}/speedup"] = round(row["speedup"], 3)
+                if "driver_s" in row:
+                    summary[f"{backend}/{mode}/x{w}/driver_share"] = round(row["driver_s"] / row["seconds"], 3)
+                if "evaluation_speedup" in row:
+                    summary[f"{backend}/{mode}/x{w}/evaluation_speedup"] = round(row["evaluation_speedup"], 3)
     for key, value in regret.items():
         for metric, stats in value.items():
             summary[f"{key}/{metric}"] = {name: round(number, 4) for name, number in stats.items()}

@@ -25,7 +25,7 @@ evaluation, mean and sample std. These runs use no sleep and go through ``run_jo
 processes; inside each run the evaluations are in-process, so an asynchronous run sees them finish in the order
 they were proposed (each new point still proposed with the others pending), which makes it reproducible.
 
-About 10 minutes on 2 busy CPU cores with the defaults. docs/cluster.md's numbers (about 20 minutes):
+About 7 minutes on 2 busy CPU cores with the defaults. docs/cluster.md's numbers (about 20 minutes):
 
     python benchmarks/executors.py --evaluations 32 --population 16 --regret-evaluations 30
 
@@ -243,7 +243,7 @@ def main() -> None:
         title = f"wall-clock speed-up over one worker ({args.sleep:g} s evaluations)"
         plot_line_panels(panels, out / "executors_speedup.png", title, "workers", "speed-up")
     if regret:
-        title = f"simple regret per evaluation, mean +- std over {len(args.seeds)} seeds (q = {args.regret_q})"
+        title = f"simple regret, {len(args.seeds)} seeds, q = {args.regret_q}"
         plot_bands(curves, out / "executors_regret.png", title, "evaluation", "simple regret", log_y=True)
     summary = {"workers": workers, "sleep_s": args.sleep, "evaluations": args.evaluations}
     summary |= {"population": args.population, "seeds": args.seeds, "regret_q": args.regret_q}

@@ -6,10 +6,11 @@ import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "recipe_parity.py"
-sys.path.insert(0, str(SCRIPT.parent))  # it imports its sibling _harness, as a script run from benchmarks/ does
 spec = importlib.util.spec_from_file_location("recipe_parity", SCRIPT)
 recipe_parity = importlib.util.module_from_spec(spec)
+sys.path.insert(0, str(SCRIPT.parent))  # it imports its sibling _harness, as a script run from benchmarks/ does
 spec.loader.exec_module(recipe_parity)
+sys.path.remove(str(SCRIPT.parent))  # left there, benchmarks/bo_robust.py etc. shadowed the examples' names
 
 
 def test_every_number_is_found_by_its_place_but_timings_flags_and_text():

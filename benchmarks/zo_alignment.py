@@ -1,13 +1,19 @@
 """Cosine similarity between zeroth-order gradient estimates and the true (backprop) gradient.
 
     python benchmarks/zo_alignment.py [--models minilm smollm2] [--seeds 0 ... 31] [--ranks 2 4 8]
+        [--batches 0 1] [--subspaces shared unshared]
 
-For each model, the true gradient of one batch is computed once by backprop (eval mode), then
-AGZO and MeZO each produce one-perturbation two-point estimates, one per seed of ``--seeds``. Both
+For each model and batch, the true gradient is computed once by backprop (eval mode), then AGZO
+and MeZO each produce one-perturbation two-point estimates, one per seed of ``--seeds``. Both
 perturb the same parameters (every targeted linear weight; other parameters frozen), so the
-cosines compare like with like. Reports the mean cosine per layer type and over all targeted
-weights, writes JSON and a PNG to ``--output-dir``; the last line is the JSON summary with the
-AGZO/MeZO ratio per rank and, per rank, whether it reaches the target (>= 10 on both models).
+cosines compare like with like. Batch ``b`` is MiniLM's ``b``-th block of ``--batch-size``
+training docstrings and SmolLM2's arithmetic problems drawn with seed ``b``, so ``--batches 0 1``
+repeats the measurement on a batch the default run never sees. ``--subspaces unshared`` adds AGZO
+with one range finder per layer (``share_subspaces=False``). Reports the mean cosine per layer type
+and over all targeted weights, its 95% interval over the seeds, and the AGZO/MeZO ratio with a
+bootstrap 95% interval; writes JSON and a PNG per model and batch to ``--output-dir``. The last line
+is the JSON summary, with, per rank, whether the ratio reaches the target (>= 10 on every model and
+batch).
 """
 
 import json
@@ -16,6 +22,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import torch
 from _harness import benchmark_parser, emit
 from tqdm import tqdm
@@ -27,18 +34,20 @@ from hf_ext.models import load_minilm, load_smollm2
 from hf_ext.plotting import plot_grouped_bars
 from hf_ext.zo import AGZOConfig, MeZOConfig, zo_gradient_estimate
 
+BOOTSTRAP_SAMPLES = 2000
 
-def minilm_batch(batch_size: int):
+
+def minilm_batch(batch_size: int, batch: int):
     model, tokenizer = load_minilm(num_labels=4)
-    rows = docstring_classification(num_classes=4)["train"].select(range(batch_size))
-    batch = tokenizer(list(rows["text"]), padding=True, truncation=True, max_length=128, return_tensors="pt")
-    batch["labels"] = torch.tensor(list(rows["label"]))
-    return model, dict(batch)
+    rows = docstring_classification(num_classes=4)["train"].select(range(batch * batch_size, (batch + 1) * batch_size))
+    inputs = tokenizer(list(rows["text"]), padding=True, truncation=True, max_length=128, return_tensors="pt")
+    inputs["labels"] = torch.tensor(list(rows["label"]))
+    return model, dict(inputs)
 
 
-def smollm2_batch(batch_size: int):
+def smollm2_batch(batch_size: int, batch: int):
     model, tokenizer = load_smollm2()
-    rows = arithmetic_dataset(batch_size, difficulty=2, seed=0)
+    rows = arithmetic_dataset(batch_size, difficulty=2, seed=batch)
     features = [tokenize_prompt_completion(row, tokenizer) for row in rows]
     return model, dict(DataCollatorForSeq2Seq(tokenizer, padding=True, return_tensors="pt")(features))
 
@@ -74,59 +83,113 @@ def cosines(estimate: dict[str, torch.Tensor], truth: dict[str, torch.Tensor]) -
     return {key: dot / max((ee * rr) ** 0.5, 1e-30) for key, (dot, ee, rr) in sums.items()}
 
 
-def measure(model_name: str, seeds: list[int], ranks: list[int], batch_size: int) -> dict:
-    model, batch = MODELS[model_name](batch_size)
+def methods(ranks: list[int], subspaces: list[str]) -> dict[str, object]:
+    """MeZO, then AGZO at each rank with shared range finders and, if asked, with one per layer."""
+    configs: dict[str, object] = {"mezo": MeZOConfig(other_params="frozen")}
+    for rank in ranks:
+        for sharing in subspaces:
+            suffix = "" if sharing == "shared" else "_unshared"
+            configs[f"agzo_r{rank}{suffix}"] = AGZOConfig(rank=rank, share_subspaces=sharing == "shared")
+    return configs
+
+
+def interval(values: list[float]) -> list[float]:
+    """Normal 95% interval of the mean of ``values`` (one per seed)."""
+    array = np.asarray(values)
+    half = 1.96 * array.std(ddof=1) / np.sqrt(len(array)) if len(array) > 1 else 0.0
+    return [float(array.mean() - half), float(array.mean() + half)]
+
+
+def ratio_interval(agzo: list[float], mezo: list[float]) -> list[float]:
+    """Bootstrap 95% interval of mean(agzo) / mean(mezo), the two seed sets resampled independently."""
+    rng = np.random.default_rng(0)
+    a, m = np.asarray(agzo), np.asarray(mezo)
+    ratios = rng.choice(a, (BOOTSTRAP_SAMPLES, len(a))).mean(1) / rng.choice(m, (BOOTSTRAP_SAMPLES, len(m))).mean(1)
+    return [float(q) for q in np.percentile(ratios, [2.5, 97.5])]
+
+
+def measure(model_name: str, batch_index: int, seeds: list[int], configs: dict, batch_size: int) -> dict:
+    model, batch = MODELS[model_name](batch_size, batch_index)
     truth = true_gradient(model, batch)
-    configs = {"mezo": MeZOConfig(other_params="frozen")} | {f"agzo_r{r}": AGZOConfig(rank=r) for r in ranks}
-    result = {"batch_size": batch_size, "seeds": seeds}
+    result = {"batch_size": batch_size, "batch": batch_index, "seeds": seeds}
     for method, config in configs.items():
         start = time.perf_counter()
-        totals: dict[str, float] = defaultdict(float)
-        for seed in tqdm(seeds, desc=f"{model_name} {method}", leave=False):
-            for key, value in cosines(zo_gradient_estimate(model, batch, config, seed), truth).items():
-                totals[key] += value / len(seeds)
-        result[method] = dict(totals)
+        by_type: dict[str, float] = defaultdict(float)
+        overall = []
+        for seed in tqdm(seeds, desc=f"{model_name} batch {batch_index} {method}", leave=False):
+            measured = cosines(zo_gradient_estimate(model, batch, config, seed), truth)
+            overall.append(measured["all"])
+            for key, value in measured.items():
+                by_type[key] += value / len(seeds)
+        low, high = interval(overall)
+        result[method] = {"by_type": dict(by_type), "by_seed": overall, "mean": by_type["all"], "ci95": [low, high]}
         print(
-            f"{model_name} {method}: mean cosine {totals['all']:.3e} ({time.perf_counter() - start:.0f} s)", flush=True
+            f"{model_name} batch {batch_index} {method}: mean cosine {by_type['all']:.3e} [{low:.3e}, {high:.3e}] "
+            f"({time.perf_counter() - start:.0f} s)",
+            flush=True,
         )
-    result["ratio"] = {method: result[method]["all"] / result["mezo"]["all"] for method in configs if method != "mezo"}
+    mezo = result["mezo"]
+    result["ratio"] = {
+        method: {
+            "mean": result[method]["mean"] / mezo["mean"],
+            "ci95": ratio_interval(result[method]["by_seed"], mezo["by_seed"]),
+        }
+        for method in configs
+        if method != "mezo"
+    }
     return result
+
+
+def report(name: str, result: dict, methods: list[str], out: Path, num_seeds: int) -> None:
+    """Print the per-layer-type table and the ratios of one model and batch, and draw its bars."""
+    print(f"\n{name}, batch {result['batch']}: mean cosine with the true gradient, by layer type")
+    print(f"  {'layer type':32s}" + "".join(f"{m:>20s}" for m in methods))
+    for key in result["mezo"]["by_type"]:
+        print(f"  {key:32s}" + "".join(f"{result[m]['by_type'][key]:20.3e}" for m in methods))
+    ratios = [f"{m} {r['mean']:.1f}x [{r['ci95'][0]:.1f}, {r['ci95'][1]:.1f}]" for m, r in result["ratio"].items()]
+    print("  AGZO/MeZO over all targeted weights (95% interval): " + ", ".join(ratios))
+    plot_grouped_bars(
+        {m: {k: abs(v) for k, v in result[m]["by_type"].items()} for m in methods},
+        out / f"zo_alignment_{name}_batch{result['batch']}.png",
+        f"{name}, batch {result['batch']}: cosine(ZO estimate, true gradient), {num_seeds} seeds",
+        "|mean cosine| (log scale; per-type means can be negative)",
+        log_scale=True,
+    )
 
 
 def main() -> None:
     parser = benchmark_parser(__doc__, seeds=range(32), seeds_help="perturbation seeds, one estimate each")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
+    parser.add_argument("--batches", type=int, nargs="+", default=[0], help="which batches (default: %(default)s)")
+    parser.add_argument("--subspaces", nargs="+", default=["shared"], choices=["shared", "unshared"])
     parser.add_argument("--batch-size", type=int, default=16)
     args = parser.parse_args()
     torch.manual_seed(0)
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    args.ranks = sorted(set(args.ranks))
-    results = {name: measure(name, args.seeds, args.ranks, args.batch_size) for name in args.models}
-    methods = ["mezo"] + [f"agzo_r{r}" for r in args.ranks]
-    for name, result in results.items():
-        print(f"\n{name}: mean cosine with the true gradient, by layer type")
-        print(f"  {'layer type':32s}" + "".join(f"{m:>12s}" for m in methods))
-        for key in result["mezo"]:
-            print(f"  {key:32s}" + "".join(f"{result[m][key]:12.3e}" for m in methods))
-        print(
-            "  AGZO/MeZO over all targeted weights: " + ", ".join(f"{m} {r:.1f}x" for m, r in result["ratio"].items())
-        )
-        plot_grouped_bars(
-            {m: {k: abs(v) for k, v in result[m].items()} for m in methods},
-            out / f"zo_alignment_{name}.png",
-            f"{name}: cosine(ZO estimate, true gradient), {len(args.seeds)} seeds",
-            "|mean cosine| (log scale; per-type means can be negative)",
-            log_scale=True,
-        )
+    configs = methods(sorted(set(args.ranks)), args.subspaces)
+    results = {
+        name: {f"batch{b}": measure(name, b, args.seeds, configs, args.batch_size) for b in args.batches}
+        for name in args.models
+    }
+    for name, by_batch in results.items():
+        for result in by_batch.values():
+            report(name, result, list(configs), out, len(args.seeds))
     (out / "zo_alignment.json").write_text(json.dumps(results, indent=2))
     summary = {
-        name: {"mezo": r["mezo"]["all"], "agzo": {m: r[m]["all"] for m in methods[1:]}, "ratio": r["ratio"]}
-        for name, r in results.items()
+        name: {
+            key: {"mezo": r["mezo"]["mean"], "agzo": {m: r[m]["mean"] for m in r["ratio"]}, "ratio": r["ratio"]}
+            for key, r in by_batch.items()
+        }
+        for name, by_batch in results.items()
     }
     summary["default_rank"] = AGZOConfig.rank
-    summary["target_met_by_rank"] = {m: all(r["ratio"][m] >= 10 for r in results.values()) for m in methods[1:]}
+    summary["target_met_by_rank"] = {
+        m: all(r["ratio"][m]["mean"] >= 10 for by_batch in results.values() for r in by_batch.values())
+        for m in configs
+        if m != "mezo"
+    }
     emit(summary)
 
 

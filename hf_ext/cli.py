@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from hf_ext._cache import cached_text, source_stamp
 from hf_ext.recipes import (
     available_recipes,
     recipe_docstring,
@@ -225,8 +226,18 @@ def _field_help(field: dataclasses.Field, configured: dict, config_name: str) ->
 
 
 def recipe_help(recipe: str, config: str | None, overrides: list[str]) -> str:
-    """``hf-ext run RECIPE --help``: what the recipe does, then every setting with its type, value and help."""
+    """``hf-ext run RECIPE --help``: what the recipe does, then every setting with its type, value and help.
+
+    Building it imports the recipe and the training stack (5-50 s), so a page is cached until the code, the
+    config or the versions of the libraries the settings come from change: asked again, it is instant.
+    """
     path = resolve_config(recipe, config)
+    stamp = source_stamp([Path(__file__).resolve().parent, recipes_dir()])
+    key = [stamp, recipe, str(path), path.read_bytes() if path else b"", *overrides]
+    return cached_text("recipe_help", key, lambda: _build_recipe_help(recipe, config, overrides, path))
+
+
+def _build_recipe_help(recipe: str, config: str | None, overrides: list[str], path: Path | None) -> str:
     configured = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path else {}
     parser = recipe_parser(recipe, recipe_argv(recipe, config, overrides))
     summary = _one_line(recipe_docstring(recipe).split("\n\n")[0])

@@ -9,6 +9,12 @@ from hf_ext import cli
 from hf_ext.recipes import available_recipes, recipe_parser, recipe_script, shipped_configs
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """A help page cached by an earlier run would let the help tests pass without building it."""
+    monkeypatch.setenv("HF_EXT_CACHE", str(tmp_path / "cache"))
+
+
 def test_env_reports_versions_and_kernel_backend(capsys):
     assert cli.main(["env"]) == 0
     out = capsys.readouterr().out
@@ -185,6 +191,21 @@ def test_every_recipe_has_a_help(recipe, capsys):
     out = capsys.readouterr().out
     for dataclass_type in recipe_parser(recipe, cli.recipe_argv(recipe, None, [])).dataclass_types:
         assert f"\n{dataclass_type.__name__}:\n  " in out
+
+
+def test_a_help_page_asked_again_comes_from_the_cache_without_importing_the_recipe(monkeypatch, capsys):
+    """Issue 37: each `hf-ext run NAME --help` took 5-55 s, importing the recipe and torch."""
+    assert cli.main(["run", "cam", "--help"]) == 0
+    first = capsys.readouterr().out
+
+    def no_import(*args):
+        raise AssertionError("the recipe was imported for a cached help page")
+
+    monkeypatch.setattr(cli, "recipe_parser", no_import)
+    assert cli.main(["run", "cam", "--help"]) == 0
+    assert capsys.readouterr().out == first
+    with pytest.raises(AssertionError, match="imported"):  # other settings are another page
+        cli.main(["run", "cam", "--help", "num_nodes=50"])
 
 
 def test_help_follows_the_config_that_picks_the_trl_config_class(capsys):

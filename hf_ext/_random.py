@@ -4,16 +4,22 @@ A run that is killed and resumed in a new process must draw the same numbers as 
 one. Our own code draws from generators seeded by :func:`derived_seed`; a library that draws from
 the global generators (BoTorch's ``PairwiseGP`` starts its solver from ``np.random``, a
 ``fit_gpytorch_mll`` retry samples the priors with ``torch``) runs inside :func:`seeded_global_rng`,
-because the global state differs between processes (and within one, by what ran before).
+because the global state differs between processes (and within one, by what ran before). Runs that share a
+process (a thread pool as the executor) take turns inside those blocks: the global generators are one per process.
 """
 
 import hashlib
 import random
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
 import torch
+
+# Held while a block draws from the seeded global generators, so that a second thread's block cannot reseed or
+# draw from them in between; re-entrant, for blocks nested in one thread.
+_GLOBAL_RNG_LOCK = threading.RLock()
 
 
 def derived_seed(*parts: object) -> int:
@@ -31,11 +37,12 @@ def seeded_global_rng(seed: int) -> Iterator[None]:
     """Seed the global torch, NumPy and ``random`` generators with ``seed``, and restore them afterwards.
 
     Torch's CUDA generators are included once CUDA is initialised (seeding them before would
-    initialise it). Code outside the block draws exactly what it would have drawn without it.
+    initialise it). Code outside the block draws exactly what it would have drawn without it. Blocks in other
+    threads wait for this one to end.
     """
     cuda = torch.cuda.is_initialized()
-    numpy_state, python_state = np.random.get_state(), random.getstate()
-    with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if cuda else []):
+    with _GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=range(torch.cuda.device_count()) if cuda else []):
+        numpy_state, python_state = np.random.get_state(), random.getstate()
         torch.default_generator.manual_seed(seed)
         if cuda:
             torch.cuda.manual_seed_all(seed)

@@ -27,6 +27,7 @@ import statistics
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from multiprocessing import Manager
@@ -282,13 +283,16 @@ def _report_from_worker(rounds_done, recipe_pid: int, rounds: int) -> None:
     rounds_done.put(rounds)
 
 
-def run_all(jobs: list[tuple], args: BORobustArguments) -> list[dict]:
-    """Every run, ``args.workers`` at a time, under one progress bar of the rounds done across all of them.
+def run_all(jobs: list[tuple], args: BORobustArguments, executor: Executor | None = None) -> list[dict]:
+    """Every run, on ``executor`` when given (a Dask or Ray executor: the bar then counts whole runs' rounds) or
+    ``args.workers`` at a time, under one progress bar of the rounds done across all of them.
 
     A run whose worker process dies is run again (it resumes from its history); the first run that raises stops
     the runs not yet started and its error is raised.
     """
     with tqdm(total=len(jobs) * args.rounds, desc="bo_robust", unit="round") as bar:
+        if executor is not None:
+            return run_jobs(executor, run_one, jobs, on_result=lambda index, run: bar.update(args.rounds))
         if args.workers == 1:
             return run_jobs(None, run_one, [(*job, bar.update) for job in jobs])
         # One thread per process: the matrices are small, and threads would only contend for the cores.
@@ -314,7 +318,8 @@ def count_warnings(runs: list[dict]) -> dict:
     return {"total": dict(sorted(total.items())), "runs": by_run}
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
+    """The recipe; its runs go to ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     args, loop_config = parser(argv).parse_args_and_config(argv)
     check_resumable(args, loop_config)
     jobs = [
@@ -324,7 +329,7 @@ def main(argv: list[str] | None = None) -> dict:
         for method in args.methods
         for seed in args.seeds
     ]
-    runs = run_all(jobs, args)
+    runs = run_all(jobs, args, executor)
     rows = [row for run in runs for row in _rows(run, args.lenient_tolerance)]
     out = Path(args.output_dir)
     out.mkdir(parents=True, exist_ok=True)

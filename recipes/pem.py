@@ -193,7 +193,9 @@ def plot_ecdf(records: list[dict], args: PemArguments, path: Path) -> None:
     plot_bands(panels, path, title, "evaluations / D", "fraction of (run, target)", ncols=len(panels))
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
+    """The recipe; its runs go to ``executor`` when given (a Dask or Ray executor), else to ``workers`` local
+    processes."""
     args = parse_args(argv)
     out = Path(args.output_dir)
     state = PartialState(cpu=not torch.cuda.is_available())
@@ -201,12 +203,13 @@ def main(argv: list[str] | None = None) -> dict:
         state.wait_for_everyone()
         return {}
     coco = args.coco_config()
-    executor = local_executor(args.workers)
+    pool = local_executor(args.workers) if executor is None else None
     try:
-        records = run_coco(coco, executor)
-        task_runs = run_tasks(args, executor) if args.tasks else []
+        records = run_coco(coco, executor or pool)
+        task_runs = run_tasks(args, executor or pool) if args.tasks else []
     finally:
-        executor.shutdown()
+        if pool is not None:
+            pool.shutdown()
     table = win_loss_table(records, args)
     out.mkdir(parents=True, exist_ok=True)
     write_rows(

@@ -1,6 +1,8 @@
+import concurrent.futures as cf
 import random
 import subprocess
 import sys
+import time
 
 import numpy as np
 import torch
@@ -39,3 +41,21 @@ def test_seeded_global_rng_leaves_the_global_generators_as_they_were():
     with seeded_global_rng(7):
         _draws()
     assert _draws() == expected
+
+
+def test_threads_each_draw_their_own_seeds_stream():
+    """A thread pool as a recipe's executor ran two BO runs at once: each reseeded the one global generator inside
+    the other's block, and a run's regret changed from run to run (issue 39)."""
+
+    def draws(seed: int) -> list[float]:
+        with seeded_global_rng(seed):
+            values = []
+            for _ in range(5):
+                values.append(torch.rand(()).item())
+                time.sleep(0.01)  # the other thread's turn, were the block not its own
+            return values
+
+    alone = {seed: draws(seed) for seed in (1, 2)}
+    with cf.ThreadPoolExecutor(2) as pool:
+        together = dict(zip((1, 2), pool.map(draws, (1, 2))))
+    assert together == alone

@@ -1,3 +1,4 @@
+import concurrent.futures as cf
 import subprocess
 import sys
 
@@ -20,3 +21,19 @@ def run_on_two_processes(tmp_path):
         return result.stdout
 
     return run
+
+
+class CountingExecutor(cf.ThreadPoolExecutor):
+    """A thread pool that counts the jobs given to it: a stand-in for a user's Dask or Ray executor."""
+
+    submitted = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.fixture
+def counting_executor():
+    with CountingExecutor(2) as executor:
+        yield executor

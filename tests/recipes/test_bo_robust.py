@@ -69,6 +69,14 @@ def test_a_rerun_resumes_from_the_histories(tmp_path):
     assert main(flags)["summary"] == first["summary"] and history.read_text() == before
 
 
+def test_the_runs_go_to_the_executor_given_and_end_as_in_this_process(tmp_path, counting_executor):
+    """Issue 39: `pem` and `bo_robust` took `workers` but no executor (Dask, Ray) from Python."""
+    settings = ["--methods", "gp_ucb", "rcgp_ucb_stable", "--corruptions", "inf"]
+    spread = main(_flags(tmp_path / "executor", *settings), executor=counting_executor)
+    assert counting_executor.submitted == 2
+    assert main(_flags(tmp_path / "here", *settings, "--workers", "1"))["summary"] == spread["summary"]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -1,7 +1,5 @@
 """recipes/_jobs.run_all: the recipes' one way to fan their jobs out."""
 
-import concurrent.futures as cf
-
 import pytest
 
 from hf_ext.recipes._jobs import check_workers, run_all
@@ -12,19 +10,10 @@ def _power(base, exponent):
     return base**exponent
 
 
-class Counting(cf.ThreadPoolExecutor):
-    submitted = 0
-
-    def submit(self, fn, /, *args, **kwargs):
-        self.submitted += 1
-        return super().submit(fn, *args, **kwargs)
-
-
-def test_the_jobs_run_on_the_executor_given_and_come_back_in_job_order():
+def test_the_jobs_run_on_the_executor_given_and_come_back_in_job_order(counting_executor):
     jobs = [(2, 3), (3, 2), (10, 0)]
-    with Counting(2) as executor:
-        assert run_all(_power, jobs, workers=1, desc="test", executor=executor) == [8, 9, 1]
-    assert executor.submitted == 3
+    assert run_all(_power, jobs, workers=1, desc="test", executor=counting_executor) == [8, 9, 1]
+    assert counting_executor.submitted == 3
     assert run_all(_power, jobs, workers=1, desc="test") == [8, 9, 1]  # in this process
 
 

@@ -44,6 +44,15 @@ def test_quick_run_writes_coco_folders_csv_json_png(quick_run, capfd):
     assert (out / "winrate_misranking.png").stat().st_size > 1000
 
 
+def test_the_runs_go_to_the_executor_given_and_end_as_in_this_process(quick_run, tmp_path, counting_executor):
+    """Issue 39: `pem` and `bo_robust` took `workers` but no executor (Dask, Ray) from Python."""
+    out, results = quick_run
+    spread = main([*QUICK, "--output_dir", str(tmp_path)], executor=counting_executor)
+    assert {k: v for k, v in spread.items() if k != "args"} == {k: v for k, v in results.items() if k != "args"}
+    assert counting_executor.submitted == 4 * 2 + 4  # COCO runs (methods x functions), cart-pole runs (methods)
+    assert (tmp_path / "runs.csv").read_text() == (out / "runs.csv").read_text()
+
+
 def test_a_rerun_with_another_seed_is_refused_before_any_work(quick_run):
     out, _ = quick_run
     before = {name: (out / name).read_bytes() for name in ("runs.csv", "results.json", "ecdf.png")}

@@ -14,6 +14,7 @@ would read two seeds of one instance as two trials.
 import json
 import logging
 import shutil
+import threading
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,10 @@ INSTANCES = tuple(range(1, 16))
 INDEX = "index.jsonl"
 SETTINGS = "settings.json"
 EXDATA = "exdata"  # COCO's name for the folder of algorithm folders
+# bbob-noisy draws its noise from one generator per process and pycma seeds numpy's global one, so two runs in
+# threads of one process would draw each other's numbers: they take turns (a thread pool gives the same results
+# as processes, one run at a time).
+_ONE_RUN_PER_PROCESS = threading.Lock()
 
 
 @dataclass
@@ -172,6 +177,13 @@ def run_one(
     """One observed run; returns its index record: the trajectory of the best noise-free value, and the pair
     misranking of each block of ``default_popsize(dimension)`` evaluations (the method's generations for our ES
     without re-evaluations; ``None`` for a block whose true values are all equal)."""
+    with _ONE_RUN_PER_PROCESS:
+        return _run_one(method, budget_multiplier, function, instance, dimension, seed, result_folder)
+
+
+def _run_one(
+    method: str, budget_multiplier: int, function: int, instance: int, dimension: int, seed: int, result_folder: str
+) -> dict:
     import cocoex
 
     cocoex.log_level("warning")

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from hf_ext._random import seeded_global_rng
+
 from .config import ESConfig
 from .minimizer import minimize
 from .result import ESResult
@@ -76,10 +78,16 @@ def solve(method: str, function, x0, budget: int, lower: float, upper: float, se
 
 def _pycma(function: Budgeted, x0, sigma0, lower, upper, seed: int, noise_handler: bool) -> ESResult:
     """pycma's CMA-ES (restarted while budget remains); with ``noise_handler``, UH-CMA-ES as pycma's docs show."""
-    import cma
-
     x0 = np.asarray(x0, dtype=float)
     rng = np.random.default_rng(seed)
+    # pycma seeds and draws from numpy's global generator: other threads' draws must wait (see hf_ext._random).
+    with seeded_global_rng(seed):
+        return _restarted_pycma(function, x0, sigma0, lower, upper, rng, noise_handler)
+
+
+def _restarted_pycma(function: Budgeted, x0, sigma0, lower, upper, rng, noise_handler: bool) -> ESResult:
+    import cma
+
     xfavorite, stds, iterations = x0, np.full(x0.size, sigma0), 0
     try:
         while True:

@@ -4,9 +4,11 @@ A recipe made of independent jobs (cam's (problem, seed) pairs, set_cover's inst
 it finishes; a rerun into the same ``output_dir`` reads the stored ones and runs only the rest, and its report is
 built from the files alone, so a run killed at any point and resumed reports what the uninterrupted one would. A
 rerun is refused unless it has the settings the stored jobs were made under (``settings.json``). :func:`run_all` runs
-the jobs on an executor: the recipes' one way to fan out.
+the jobs on an executor: the recipes' one way to fan out; :func:`on_main_process` keeps the processes of a launch
+from each running every job.
 """
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import PartialState
 from tqdm.auto import tqdm
 
 from hf_ext._files import read_json
@@ -24,6 +27,26 @@ from hf_ext.companion.executors import local_executor, run_jobs
 
 JOBS = "jobs"
 SETTINGS = "settings.json"
+
+
+def on_main_process(main: Callable[..., dict]) -> Callable[..., dict]:
+    """A recipe's ``main`` that runs on the main process of a launch while the others wait, and returns ``{}`` on them.
+
+    A recipe whose jobs fan out through ``workers`` or an executor, not through ``accelerate launch``'s processes,
+    would otherwise run every job once per process, with two writers on each of its files. Without a GPU the
+    processes join over gloo here (no ``TrainingArguments`` sets them up). The ranks leave together, also when the
+    main one raises: a rank that exits while another holds the gloo group aborts it.
+    """
+
+    @functools.wraps(main)
+    def run(*args: Any, **kwargs: Any) -> dict:
+        state = PartialState(cpu=not torch.cuda.is_available())
+        try:
+            return main(*args, **kwargs) if state.is_main_process else {}
+        finally:
+            state.wait_for_everyone()
+
+    return run
 
 
 def check_job_settings(output_dir: str | Path, settings: dict[str, Any], recipe: str) -> None:

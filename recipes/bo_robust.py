@@ -52,6 +52,7 @@ from hf_ext.companion.bo import (
 from hf_ext.companion.bo.adversary import PLACEMENTS
 from hf_ext.companion.executors import local_executor, run_jobs
 from hf_ext.plotting import plot_bands
+from hf_ext.recipes._jobs import on_main_process
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
@@ -318,6 +319,7 @@ def count_warnings(runs: list[dict]) -> dict:
     return {"total": dict(sorted(total.items())), "runs": by_run}
 
 
+@on_main_process
 def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
     """The recipe; its runs go to ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     args, loop_config = parser(argv).parse_args_and_config(argv)

@@ -41,7 +41,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from accelerate import PartialState
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
@@ -64,7 +63,14 @@ from hf_ext.companion.combinatorial.cam import (
     training_signal_variance,
 )
 from hf_ext.plotting import plot_curves, plot_grouped_bars
-from hf_ext.recipes._jobs import check_job_settings, check_workers, run_all, stored_or_run, workers_field
+from hf_ext.recipes._jobs import (
+    check_job_settings,
+    check_workers,
+    on_main_process,
+    run_all,
+    stored_or_run,
+    workers_field,
+)
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
@@ -103,8 +109,10 @@ class CAMArguments:
     )
     large_time_limit: float = field(
         default=0.0,
-        metadata={"help": "MIS: seconds per large_nodes graph for the strong classical references there, HiGHS "
-                  "(time-limited) and the iterated local search (>= 0; 0 skips both)."},
+        metadata={
+            "help": "MIS: seconds per large_nodes graph for the strong classical references there, HiGHS "
+            "(time-limited) and the iterated local search (>= 0; 0 skips both)."
+        },
     )
     rb_vars: list[int] = field(
         default_factory=list,
@@ -273,11 +281,7 @@ def final_diagnostics(history: list[dict], fraction: float = 0.1) -> dict:
     """The rollouts' :func:`chain_diagnostics` at the end of training: their mean over the last ``fraction`` of the
     steps (per-step lists element by element)."""
     window = history[-max(1, round(fraction * len(history))) :]
-    return {
-        key: np.mean([h[key] for h in window], axis=0).tolist()
-        for key in window[0]
-        if key not in ("step", "loss")
-    }
+    return {key: np.mean([h[key] for h in window], axis=0).tolist() for key in window[0] if key not in ("step", "loss")}
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -301,14 +305,10 @@ def job_settings(args: CAMArguments, config: CAMSolverConfig) -> dict:
     return {k: v for k, v in asdict(args).items() if k not in NOT_JOB_SETTINGS} | shared_settings(config)
 
 
+@on_main_process
 def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
     """The recipe; its jobs run on ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     args, config = parser(argv).parse_args_and_config(argv)
-    # No TrainingArguments here to set up CPU processes: without a GPU, ask for them (gloo) directly.
-    state = PartialState(cpu=not torch.cuda.is_available())
-    if not state.is_main_process:  # the jobs fan out through `workers` or `executor`; the other ranks only wait
-        state.wait_for_everyone()
-        return {}
     torch.set_num_threads(args.torch_threads)
     out = Path(args.output_dir)
     check_job_settings(out, job_settings(args, config), "cam")
@@ -330,9 +330,8 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
     for key, entry in results["summary"].items():
         problem, eval_set, method = key.split("/")
         gaps.setdefault(method, {})[f"{problem}/{eval_set}"] = entry["gap_percent_mean"]
-        state.print(
-            f"{key}: value {entry['value_mean']:.2f} +- {entry['value_std']:.2f}, "
-            f"gap {entry['gap_percent_mean']:.2f}%"
+        print(
+            f"{key}: value {entry['value_mean']:.2f} +- {entry['value_std']:.2f}, gap {entry['gap_percent_mean']:.2f}%"
         )
     plot_grouped_bars(
         gaps, out / "cam_gap.png", "gap to the reference (exact on exact_er*, else best found)", "gap (%)"
@@ -344,7 +343,6 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
         f"{first['problem']}, seed {first['seed']}: rollout energy per node",
         "energy per node",
     )
-    state.wait_for_everyone()
     return results
 
 

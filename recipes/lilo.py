@@ -26,8 +26,6 @@ from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
-from accelerate import PartialState
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
@@ -42,7 +40,7 @@ from hf_ext.companion.bo.lilo import (
 )
 from hf_ext.companion.bo.lilo.backends import PREFILL_MODES
 from hf_ext.plotting import plot_bands
-from hf_ext.recipes._jobs import check_workers, run_all, workers_field
+from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
@@ -165,14 +163,10 @@ def summarize(runs: list[dict]) -> dict:
     return summary
 
 
+@on_main_process
 def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
     """The recipe; its runs go to ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     args, config = parser(argv).parse_args_and_config(argv)
-    # No TrainingArguments here: ask for the CPU processes directly, or every process would run every job.
-    state = PartialState(cpu=not torch.cuda.is_available())
-    if not state.is_main_process:  # the runs fan out through `workers` or `executor`; the other ranks only wait
-        state.wait_for_everyone()
-        return {}
     backend = args.make_backend()
     jobs = [(args, config, backend, e, m, s) for e in args.environments for m in args.methods for s in args.seeds]
     runs = run_all(run_one, jobs, args.workers, "lilo", executor)
@@ -181,8 +175,7 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
     write_results(out, results)
     panels = {
         environment: {
-            m: [r["gap"] for r in runs if r["environment"] == environment and r["method"] == m]
-            for m in args.methods
+            m: [r["gap"] for r in runs if r["environment"] == environment and r["method"] == m] for m in args.methods
         }
         for environment in args.environments
     }
@@ -190,11 +183,10 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
     plot_bands(panels, out / "utility_gap.png", title, "round", "utility gap", ncols=len(panels))
     for key, entry in results["summary"].items():
         accuracy = "-" if entry["label_accuracy"] is None else f"{entry['label_accuracy']:.2f}"
-        state.print(
+        print(
             f"{key}: final gap {entry['final_gap']:.3f} +- {entry['final_gap_std']:.3f}, label accuracy "
             f"{accuracy} ({entry['labels']} labels), {entry['llm_calls']} LLM calls"
         )
-    state.wait_for_everyone()  # leave together (a rank exiting while another holds the gloo group aborts it)
     return results
 
 

@@ -30,8 +30,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
-from accelerate import PartialState
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
@@ -41,6 +39,7 @@ from hf_ext.companion.es.compare import ecdf, run_misranking, slice_tests, win_r
 from hf_ext.companion.es.tasks import TASKS, run_task
 from hf_ext.companion.executors import local_executor, run_jobs
 from hf_ext.plotting import plot_bands, plot_grouped_bars, plot_line_panels
+from hf_ext.recipes._jobs import on_main_process
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import settings_parser
@@ -193,15 +192,12 @@ def plot_ecdf(records: list[dict], args: PemArguments, path: Path) -> None:
     plot_bands(panels, path, title, "evaluations / D", "fraction of (run, target)", ncols=len(panels))
 
 
+@on_main_process
 def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
     """The recipe; its runs go to ``executor`` when given (a Dask or Ray executor), else to ``workers`` local
     processes."""
     args = parse_args(argv)
     out = Path(args.output_dir)
-    state = PartialState(cpu=not torch.cuda.is_available())
-    if not state.is_main_process:  # the pool below already uses the cores; the other ranks only wait
-        state.wait_for_everyone()
-        return {}
     coco = args.coco_config()
     pool = local_executor(args.workers) if executor is None else None
     try:
@@ -245,7 +241,6 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
         print(f"{name}: {value['mean']:.4g} +- {value['std']:.2g}")
     print(f"wrote {out / 'runs.csv'}, {out / 'winloss.csv'}, {out / 'results.json'}, {out / 'ecdf.png'}")
     print(f"COCO's post-processing: python -m cocopp -o {out / 'ppdata'} {Path(coco.result_folder) / EXDATA}/*")
-    state.wait_for_everyone()
     return results
 
 

@@ -25,8 +25,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
-from accelerate import PartialState
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
@@ -45,7 +43,7 @@ from hf_ext.companion.portfolio import (
     summarize,
 )
 from hf_ext.plotting import plot_bands
-from hf_ext.recipes._jobs import check_workers, run_all, workers_field
+from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
@@ -184,13 +182,10 @@ def write_csvs(runs: list[dict], out: Path) -> None:
             writer.writerows([*run["key"].values(), t, w] for t, w in enumerate(run["wealth"]))
 
 
+@on_main_process
 def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
     """The recipe; its backtests run on ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     args, config = parser(argv).parse_args_and_config(argv)
-    state = PartialState(cpu=not torch.cuda.is_available())
-    if not state.is_main_process:  # the runs fan out through `workers` or `executor`; the other ranks only wait
-        state.wait_for_everyone()
-        return {}
     runs = run_all(run_one, [(args, config, *job) for job in jobs_of(args)], args.workers, "portfolio", executor)
     results = {
         "runs": {run_name(run["key"]): run["metrics"] for run in runs},
@@ -210,7 +205,6 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
         )
         print(f"{dataset} at cost {args.plot_cost}: final wealth {line}")
     print(f"wrote {out / 'metrics.csv'}, {out / 'wealth.csv'}, {out / 'results.json'} and {out / 'wealth.png'}")
-    state.wait_for_everyone()
     return results
 
 

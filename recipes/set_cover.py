@@ -30,8 +30,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
-from accelerate import PartialState
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 from trl import TrlParser
@@ -49,7 +47,7 @@ from hf_ext.companion.combinatorial.set_cover import (
 )
 from hf_ext.companion.combinatorial.set_cover.harness import LNS_METHODS, METHODS, run_method
 from hf_ext.plotting import plot_log_sweeps
-from hf_ext.recipes._jobs import check_job_settings, stored_or_run
+from hf_ext.recipes._jobs import check_job_settings, on_main_process, stored_or_run
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
@@ -193,13 +191,10 @@ def job_settings(args: SetCoverArguments, lns: SetCoverLNSConfig) -> dict:
     return {k: v for k, v in asdict(args).items() if k not in NOT_JOB_SETTINGS} | shared_settings(lns)
 
 
+@on_main_process
 def main(argv: list[str] | None = None) -> dict:
     args, lns = parser(argv).parse_args_and_config(argv)
     out = Path(args.output_dir)
-    state = PartialState(cpu=not torch.cuda.is_available())
-    if not state.is_main_process:  # HiGHS and OR-Tools runs are timed: one process runs them, the others wait
-        state.wait_for_everyone()
-        return {}
     check_job_settings(out, job_settings(args, lns), "set_cover")
     denoiser = load_denoiser(args.denoiser) if args.denoiser and "glns" in args.methods else None
     budget = max(args.time_limits)
@@ -231,7 +226,6 @@ def main(argv: list[str] | None = None) -> dict:
             f"final gap {value['gap']:.3g} +- {value['gap_std']:.2g}"
         )
     print(f"wrote {out / 'runs.csv'}, {out / 'results.json'}, {out / 'gap_vs_time.png'}")
-    state.wait_for_everyone()
     return results
 
 

@@ -14,12 +14,11 @@ epochs. On several processes the first trains and the others wait (the training 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
-from accelerate import PartialState
 from trl import TrlParser
 
 from hf_ext.companion.combinatorial.set_cover import DenoiserTrainingConfig, save_denoiser, train_denoiser
 from hf_ext.plotting import plot_curves
+from hf_ext.recipes._jobs import on_main_process
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import run_config, settings_parser
 
@@ -38,12 +37,9 @@ def parser(argv: list[str] | None = None) -> TrlParser:
     return settings_parser(SetCoverDenoiserArguments)
 
 
+@on_main_process
 def main(argv: list[str] | None = None) -> dict:
     (args,) = parser(argv).parse_args_and_config(argv)
-    state = PartialState(cpu=not torch.cuda.is_available())
-    if not state.is_main_process:
-        state.wait_for_everyone()
-        return {}
     training, history, out = args.training(), [], Path(args.output_dir)
     model = train_denoiser(training, history)
     save_denoiser(model, out, training)
@@ -56,7 +52,6 @@ def main(argv: list[str] | None = None) -> dict:
     results = {"loss_per_epoch": history, "training": asdict(training), "parameters": parameters}
     write_results(out, results)
     print(f"final loss {history[-1]:.4f} after {training.epochs} epochs; wrote {out / 'model.safetensors'}")
-    state.wait_for_everyone()
     return results
 
 

@@ -36,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from accelerate import PartialState
 from sklearn.ensemble import HistGradientBoostingRegressor
 from trl import TrlParser
 
@@ -51,7 +50,7 @@ from hf_ext.companion.single_index import (
     link_coefficients,
 )
 from hf_ext.plotting import plot_bands, plot_log_sweeps
-from hf_ext.recipes._jobs import check_workers, run_all, workers_field
+from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import settings_parser
 
@@ -280,15 +279,11 @@ def _line(entry: dict) -> str:
     return f"{overlap}test MSE {entry['test_mse_mean']:.4f}"
 
 
+@on_main_process
 def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
     """The recipe; its fits run on ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     (args,) = parser(argv).parse_args_and_config(argv)
     # No TrainingArguments here to set up CPU processes: without a GPU, ask for them (gloo) directly,
-    # or each process of a CPU launch would take itself for the only one and run every job.
-    state = PartialState(cpu=not torch.cuda.is_available())
-    if not state.is_main_process:  # the fits fan out through `workers` or `executor`; the other ranks only wait
-        state.wait_for_everyone()
-        return {}
     torch.set_num_threads(args.torch_threads)
     fits = [(*job, args) for job in jobs(args)]
     rows = run_all(run_one, fits, args.workers, "single_index", executor, threads=args.torch_threads, unit="fit")
@@ -299,9 +294,8 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
     if "joint" in args.methods:
         plot(rows, args, out)
     for key, entry in results["summary"].items():
-        state.print(f"{key}: {_line(entry)}")
+        print(f"{key}: {_line(entry)}")
     # Leave together: a rank that exits while another still holds the gloo group can abort.
-    state.wait_for_everyone()
     return results
 
 

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from accelerate import PartialState
 from sklearn.datasets import load_breast_cancer, load_digits
 from torch import nn
 from torch.nn import functional as F
@@ -46,7 +45,7 @@ from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.optim import NGN, SPS, near_best_width, ratio_at_multiple
 from hf_ext.plotting import plot_log_sweeps
-from hf_ext.recipes._jobs import check_workers, run_all, workers_field
+from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import settings_parser
 
@@ -380,15 +379,11 @@ def _line(entry: dict) -> str:
     return f"width {width}, best step size {best}, 10x-best ratio {ratio}, step time vs SGD {time_ratio}"
 
 
+@on_main_process
 def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
     """The recipe; its runs go to ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     (args,) = parser(argv).parse_args_and_config(argv)
     # No TrainingArguments here to set up CPU processes: without a GPU, ask for them (gloo) directly,
-    # or each process of a CPU launch would take itself for the only one and run every job.
-    state = PartialState(cpu=not torch.cuda.is_available())
-    if not state.is_main_process:  # the runs fan out through `workers` or `executor`; the other ranks only wait
-        state.wait_for_everyone()
-        return {}
     problems = {name: problem_named(name, args) for name in args.problems}
     optima = {name: optimum(problem) for name, problem in problems.items() if problem.convex}
     grid = args.grid()
@@ -408,10 +403,9 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
     write_rows(out / "runs.csv", rows)
     plot(results["summary"], args, out / "stepsize_sensitivity.png")
     for key, entry in results["summary"].items():
-        state.print(f"{key}: {_line(entry)}")
+        print(f"{key}: {_line(entry)}")
     # Leave together: a rank that exits while another still holds the gloo group can abort
     # ("terminate called without an active exception", seen in 1 of 4 two-process runs).
-    state.wait_for_everyone()
     return results
 
 

@@ -16,6 +16,7 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.alignment import token_shift, write_report
 from hf_ext.data import preference_dataset
 from hf_ext.models import check_causal_lm, load_causal_lm
+from hf_ext.recipes._jobs import on_main_process
 from hf_ext.recipes._settings import settings_parser
 
 
@@ -42,6 +43,7 @@ def parser(argv: list[str] | None = None) -> TrlParser:
     return settings_parser(TokenShiftArguments)
 
 
+@on_main_process
 def main(argv: list[str] | None = None) -> dict:
     (args,) = parser(argv).parse_args_and_config(argv)
     policy, tokenizer = load_causal_lm(args.policy)

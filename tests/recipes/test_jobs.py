@@ -28,3 +28,23 @@ def test_bad_workers_are_refused_by_name(workers):
         check_workers("Recipe", workers)
     with pytest.raises(ValueError, match="PortfolioArguments: `workers` must be an integer >= 1"):
         PortfolioArguments(workers=workers)
+
+
+@pytest.mark.slow
+def test_under_two_processes_the_main_one_runs_and_both_leave_together(tmp_path, torchrun_two_processes):
+    """bo_robust and token_shift ran every job on each launched process, two writers on each file (issue 37)."""
+    script = tmp_path / "run_once.py"
+    script.write_text(
+        "import os, sys\nfrom pathlib import Path\nfrom hf_ext.recipes._jobs import on_main_process\n\n"
+        "@on_main_process\ndef main(folder):\n"
+        "    (Path(folder) / f\"ran_on_rank_{os.environ['RANK']}\").touch()\n"
+        "    return {'ran': True}\n\n"
+        "result = main(sys.argv[1])\n"
+        "(Path(sys.argv[1]) / f\"rank_{os.environ['RANK']}_returned_{sorted(result)}\").touch()\n"
+    )
+    torchrun_two_processes(script)
+    assert sorted(path.name for path in tmp_path.iterdir() if path.suffix != ".py") == [
+        "ran_on_rank_0",
+        "rank_0_returned_['ran']",
+        "rank_1_returned_[]",
+    ]

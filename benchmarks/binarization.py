@@ -25,7 +25,6 @@ import argparse
 import copy
 import json
 import math
-import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -37,6 +36,7 @@ import torch
 from _harness import benchmark_parser, emit, save_json
 from transformers import TrainerCallback
 
+from hf_ext.companion.executors import local_executor, run_jobs
 from hf_ext.data import stdlib_corpus
 from hf_ext.evaluation import perplexity
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
@@ -237,17 +237,25 @@ def main() -> None:
     jobs.sort(key=lambda job: -max(job[3]) * (1 + args.ramp_fraction * (job[2] == "ramp_on_top")))  # longest first
     print(f"{len(cells)} cells from {cells_path}, {len(jobs)} to run", flush=True)
     cells_path.parent.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(args.workers) as pool, cells_path.open("a") as log:
-        for done, job_cells in enumerate(pool.imap_unordered(_run_job, jobs), 1):
+    start, done = time.perf_counter(), []
+    executor = local_executor(args.workers)
+    with cells_path.open("a") as log:
+
+        def record(index: int, job_cells: list) -> None:  # as each job finishes: an interrupted run keeps its cells
+            done.append(index)
             minutes = (time.perf_counter() - start) / 60
             for key, cell in job_cells:
                 earlier = f" (earlier run: {cells[key]['perplexity']})" if key in cells else ""
                 cells[key] = cell
                 log.write(json.dumps({"settings": settings, "key": key, "cell": cell}) + "\n")
-                print(f"[{done}/{len(jobs)} {minutes:.1f} min] seed, variant, budget {key}: {cell}{earlier}")
+                print(f"[{len(done)}/{len(jobs)} {minutes:.1f} min] seed, variant, budget {key}: {cell}{earlier}")
             log.flush()
             sys.stdout.flush()
+
+        try:
+            run_jobs(executor, _run_job, [(job,) for job in jobs], on_result=record)
+        finally:
+            executor.shutdown()
     # Cells not measured (``--cached-only``, or a seed cut for time) are left out; ``n`` counts the seeds per cell.
     runs = {
         variant: {

@@ -3,7 +3,7 @@ Dask cluster and a local Ray, and the regret that batch and asynchronous BO pay 
 
     python benchmarks/executors.py [--seeds 0 1 2 3 4] [--workers 1 2 4 8] [--backends dask ray]
         [--evaluations 24] [--population 8] [--objectives branin] [--regret-evaluations 20] [--regret-q 4]
-        [--parts speedup regret]
+        [--parts speedup regret] [--cost sleep|train] [--train-steps 300]
 
 Speed-up. The objective sleeps ``--sleep`` seconds (1) and returns Branin (BO) or the sphere (ES), so it needs no
 core: what is measured is the executor and the loop's own work between evaluations. A fresh local cluster of w
@@ -17,6 +17,8 @@ process (``driver_s``, the time spent there; ``driver_share`` of the wall-clock)
 its evaluations start, and an asynchronous run proposes one point per finished evaluation, so once w evaluations
 finish faster than the driver proposes, the driver sets the pace. ``evaluation_speedup`` leaves the driver's time
 out on both sides (batch only: an asynchronous run proposes while others evaluate): what the executor delivers.
+``--cost train`` makes each evaluation CPU-bound instead: ``--train-steps`` Adam steps of a small MLP in one torch
+thread (about 2 s on an idle core here), so the speed-up is capped by the cores the workers share.
 
 Regret. GP with UCB (its batch form qUCB) on BoTorch's Branin (and Hartmann-6 with ``--objectives``), maximised,
 ``--regret-evaluations`` evaluations per run, sequential against batch (q = ``--regret-q``) and asynchronous
@@ -69,6 +71,31 @@ class Sleeping:
     def __call__(self, x):
         time.sleep(self.seconds)
         return self.function(x)
+
+
+class Training:
+    """``function(x)`` after ``steps`` Adam steps of a small MLP on fixed random data in one torch thread: an
+    expensive black box that keeps a core busy while it runs (a training run in miniature)."""
+
+    def __init__(self, function: Callable, steps: int, dim: int):
+        self.function, self.steps, self.dim = function, steps, dim
+
+    def __call__(self, x):
+        torch.set_num_threads(1)
+        generator = torch.Generator().manual_seed(0)
+        inputs, targets = torch.randn(512, 64, generator=generator), torch.randn(512, 1, generator=generator)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1))
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for _ in range(self.steps):
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(model(inputs), targets).backward()
+            optimizer.step()
+        return self.function(x)
+
+
+def expensive(function: Callable, cost: str, amount: float, dim: int) -> Callable:
+    """``function`` made expensive: ``amount`` seconds of sleep (``cost="sleep"``) or ``amount`` training steps."""
+    return Sleeping(function, amount, dim) if cost == "sleep" else Training(function, int(amount), dim)
 
 
 def sphere(x: np.ndarray) -> float:
@@ -125,14 +152,14 @@ class TimedBO(BayesianOptimization):
             self.driver_seconds += time.perf_counter() - start
 
 
-def bo_seconds(executor: Executor, q: int, asynchronous: bool, evaluations: int, sleep: float) -> dict:
-    """Wall-clock and driver seconds of one BO run of ``evaluations`` evaluations of the sleeping Branin."""
+def bo_seconds(executor: Executor, q: int, asynchronous: bool, evaluations: int, cost: tuple[str, float]) -> dict:
+    """Wall-clock and driver seconds of one BO run of ``evaluations`` evaluations of the expensive Branin."""
     branin = Branin(negate=True)
     config = BayesianOptimizationConfig(
         model="gp", acquisition="ucb", n_initial=N_INITIAL, num_restarts=2, raw_samples=64, q=q,
         asynchronous=asynchronous,
     )  # fmt: skip
-    loop = TimedBO(Sleeping(branin, sleep, 2), branin.bounds, config, executor=executor)
+    loop = TimedBO(expensive(branin, *cost, 2), branin.bounds, config, executor=executor)
     start = time.perf_counter()
     history = loop.run(evaluations)
     if len(history) != evaluations or any(e.failed for e in history):
@@ -140,25 +167,25 @@ def bo_seconds(executor: Executor, q: int, asynchronous: bool, evaluations: int,
     return {"seconds": time.perf_counter() - start, "driver_s": loop.driver_seconds}
 
 
-def es_seconds(executor: Executor, population: int, sleep: float) -> dict:
-    """Wall-clock seconds of one SepCMAES generation of ``population`` sleeping sphere evaluations."""
+def es_seconds(executor: Executor, population: int, cost: tuple[str, float]) -> dict:
+    """Wall-clock seconds of one SepCMAES generation of ``population`` expensive sphere evaluations."""
     config = ESConfig(sigma0=1.0, popsize=population, max_evaluations=population, seed=0)
     start = time.perf_counter()
-    result = minimize(Sleeping(sphere, sleep, 4), np.ones(4), config, executor=executor)
+    result = minimize(expensive(sphere, *cost, 4), np.ones(4), config, executor=executor)
     if result.evaluations != population or result.nan_values:
         raise RuntimeError(f"an ES generation made {result.evaluations} evaluations, {result.nan_values} lost")
     return {"seconds": time.perf_counter() - start}
 
 
-def speedups(backend: str, workers: list[int], evaluations: int, population: int, sleep: float) -> dict:
+def speedups(backend: str, workers: list[int], evaluations: int, population: int, cost: tuple[str, float]) -> dict:
     """Each mode's wall-clock seconds and speed-up over one worker, per number of workers, on ``backend``."""
     rows = {mode: {} for mode in ("batch", "async", "es")}
     for w in sorted({1, *workers}):
         with cluster(backend, w) as executor:
             measured = {
-                "batch": bo_seconds(executor, w, False, evaluations, sleep),  # q = 1 on one worker: sequential
-                "async": bo_seconds(executor, w, True, evaluations, sleep) if w > 1 else None,
-                "es": es_seconds(executor, population, sleep),
+                "batch": bo_seconds(executor, w, False, evaluations, cost),  # q = 1 on one worker: sequential
+                "async": bo_seconds(executor, w, True, evaluations, cost) if w > 1 else None,
+                "es": es_seconds(executor, population, cost),
             }
         measured["async"] = measured["async"] or measured["batch"]
         for mode, run in measured.items():
@@ -214,6 +241,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument("--sleep", type=float, default=1.0, help="seconds each evaluation sleeps")
+    parser.add_argument(
+        "--cost", choices=["sleep", "train"], default="sleep", help="what makes an evaluation expensive"
+    )
+    parser.add_argument("--train-steps", type=int, default=300, help="--cost train: Adam steps per evaluation")
     parser.add_argument("--evaluations", type=int, default=24, help="evaluations per timed BO run")
     parser.add_argument("--population", type=int, default=8, help="ES population (one generation is timed)")
     parser.add_argument("--objectives", nargs="+", choices=sorted(OBJECTIVES), default=["branin"])
@@ -227,8 +258,9 @@ def main() -> None:
     workers = sorted(set(args.workers))
     timed, regret = {}, {}
     if "speedup" in args.parts:
-        bo_seconds(local_executor(1), 2, False, N_INITIAL + 4, 0.0)  # the driver's first fits import and warm up
-        timed = {b: speedups(b, workers, args.evaluations, args.population, args.sleep) for b in args.backends}
+        bo_seconds(local_executor(1), 2, False, N_INITIAL + 4, ("sleep", 0.0))  # the driver's first fits warm up
+        cost = ("sleep", args.sleep) if args.cost == "sleep" else ("train", args.train_steps)
+        timed = {b: speedups(b, workers, args.evaluations, args.population, cost) for b in args.backends}
     if "regret" in args.parts:
         regret, curves = regrets(
             args.objectives, args.seeds, args.regret_evaluations, args.regret_q, args.regret_workers
@@ -240,12 +272,14 @@ def main() -> None:
             | {f"goal ({GOAL} x workers)": [(w, GOAL * w) for w in workers]}
             for backend, rows in timed.items()
         }
-        title = f"wall-clock speed-up over one worker ({args.sleep:g} s evaluations)"
+        what = f"{args.sleep:g} s sleeping" if args.cost == "sleep" else f"{args.train_steps}-step training"
+        title = f"wall-clock speed-up over one worker ({what} evaluations)"
         plot_line_panels(panels, out / "executors_speedup.png", title, "workers", "speed-up")
     if regret:
         title = f"simple regret, {len(args.seeds)} seeds, q = {args.regret_q}"
         plot_bands(curves, out / "executors_regret.png", title, "evaluation", "simple regret", log_y=True)
-    summary = {"workers": workers, "sleep_s": args.sleep, "evaluations": args.evaluations}
+    summary = {"workers": workers, "cost": args.cost, "sleep_s": args.sleep, "train_steps": args.train_steps}
+    summary |= {"evaluations": args.evaluations}
     summary |= {"population": args.population, "seeds": args.seeds, "regret_q": args.regret_q}
     summary |= {"regret_evaluations": args.regret_evaluations}
     for backend, rows in timed.items():

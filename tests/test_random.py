@@ -57,5 +57,5 @@ def test_threads_each_draw_their_own_seeds_stream():
 
     alone = {seed: draws(seed) for seed in (1, 2)}
     with cf.ThreadPoolExecutor(2) as pool:
-        together = dict(zip((1, 2), pool.map(draws, (1, 2))))
+        together = dict(zip((1, 2), pool.map(draws, (1, 2)), strict=True))
     assert together == alone

@@ -36,7 +36,7 @@ test-fast: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
 
 # The short AGZO vs MeZO comparison (about 5 minutes on 2 cores); the longer one:
-# make demo DEMO_ARGS=max_steps=400
+# make demo DEMO_ARGS='max_steps=400 seeds="0 1 2"'
 demo: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/hf-ext run agzo_finetune $(DEMO_ARGS)
 

@@ -14,6 +14,7 @@ with a table of both methods. The shipped config is sized for a first look (abou
 cores); the longer comparison is the override above.
 """
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from hf_ext.recipes._training import train_resumable
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
 
 METHODS = ("agzo", "mezo")
+FSDP_WRAP_VARIABLE = "FSDP_TRANSFORMER_CLS_TO_WRAP"
 
 
 @dataclass
@@ -189,11 +191,31 @@ def parser(argv: list[str] | None = None) -> TrlParser:
     return settings_parser(AGZOFinetuneArguments, AGZOFinetuneZOConfig, AGZOFinetuneTrainingArguments)
 
 
+@contextlib.contextmanager
+def wrapping_encoder_layers_under_fsdp():
+    """Under FSDP2, shard MiniLM layer by layer (``BertLayer``) for the duration of a run, leaving the process's
+    environment as it was afterwards.
+
+    accelerate 1.16 otherwise shards MiniLM's ``BertEmbeddings`` (one of its ``_no_split_modules``) and then its
+    word embeddings again as "the input embeddings", which fails. The variable is read when the Trainer's
+    Accelerator starts and changes nothing without FSDP; a caller's own setting wins.
+    """
+    previous = os.environ.get(FSDP_WRAP_VARIABLE)
+    os.environ.setdefault(FSDP_WRAP_VARIABLE, "BertLayer")
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(FSDP_WRAP_VARIABLE, None)
+
+
 def main(argv: list[str] | None = None) -> dict:
-    # Under FSDP2, accelerate 1.16 shards MiniLM's BertEmbeddings (one of its _no_split_modules) and then its word
-    # embeddings again as "the input embeddings", which fails; wrapping the encoder layers alone avoids that. It is
-    # read when the Trainer's Accelerator starts, and changes nothing without FSDP.
-    os.environ.setdefault("FSDP_TRANSFORMER_CLS_TO_WRAP", "BertLayer")
+    """Fine-tune MiniLM with each method and seed, print the comparison and write it to ``output_dir``."""
+    with wrapping_encoder_layers_under_fsdp():
+        return _compare(argv)
+
+
+def _compare(argv: list[str] | None) -> dict:
     script_args, zo_config, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
     _, tokenizer = load_minilm()

@@ -52,7 +52,8 @@ def _row(weight_decay: float, base_loss: float, accuracy: float, arithmetic_loss
 
 def test_agzo_loss_plot_names_the_methods_as_the_papers_do_on_an_integer_step_axis(tmp_path):
     curves = [(1, 1.39), (2, 1.38), (3, 1.385)]
-    figure = plot_losses({"agzo": {"loss": curves}, "mezo": {"loss": curves}}, tmp_path / "loss.png")
+    runs = {"runs": {0: {"loss": curves}}}
+    figure = plot_losses({"agzo": runs, "mezo": runs}, tmp_path / "loss.png")
     (ax,) = figure.axes
     assert _legend(ax) == ["AGZO", "MeZO"]
     assert _integer_ticks(ax), ax.get_xticks()

@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 
@@ -10,6 +11,7 @@ from hf_ext.recipes.agzo_finetune import (
     results_table,
     run_method,
     summarize,
+    wrapping_encoder_layers_under_fsdp,
 )
 from hf_ext.zo import AGZOConfig, MeZOConfig
 
@@ -56,6 +58,18 @@ def test_both_methods_share_the_parsed_zo_settings_and_each_gets_its_learning_ra
     assert agzo_args.weight_decay == mezo_args.weight_decay == 0.0  # ZOTrainer decays by the ZO config's
     assert agzo_args.output_dir == str(tmp_path / "agzo" / "seed_3") and agzo_args.seed == mezo_args.seed == 3
     assert mezo_args.max_steps == training_args.max_steps
+
+
+def test_the_fsdp_wrap_class_is_set_for_the_run_only(monkeypatch):
+    """Set for good by one in-process run, it made later FSDP runs of other recipes look for BertLayer (CI)."""
+    monkeypatch.delenv("FSDP_TRANSFORMER_CLS_TO_WRAP", raising=False)
+    with wrapping_encoder_layers_under_fsdp():
+        assert os.environ["FSDP_TRANSFORMER_CLS_TO_WRAP"] == "BertLayer"
+    assert "FSDP_TRANSFORMER_CLS_TO_WRAP" not in os.environ
+    monkeypatch.setenv("FSDP_TRANSFORMER_CLS_TO_WRAP", "MyLayer")
+    with wrapping_encoder_layers_under_fsdp():
+        assert os.environ["FSDP_TRANSFORMER_CLS_TO_WRAP"] == "MyLayer"
+    assert os.environ["FSDP_TRANSFORMER_CLS_TO_WRAP"] == "MyLayer"
 
 
 def test_unknown_method_is_rejected():

@@ -18,11 +18,12 @@ def cache_root() -> Path:
     return Path(os.environ.get("HF_EXT_CACHE", Path.home() / ".cache" / "hf_ext")).expanduser()
 
 
-def _version(distribution: str) -> str:
+def installed_version(distribution: str) -> str:
+    """``distribution``'s installed version, or ``"not installed"``."""
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
-        return "absent"
+        return "not installed"
 
 
 def source_stamp(folders: Iterable[Path]) -> str:
@@ -34,7 +35,7 @@ def source_stamp(folders: Iterable[Path]) -> str:
             stat = path.stat()
             digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     for library in _SETTINGS_LIBRARIES:
-        digest.update(f"{library}={_version(library)}\n".encode())
+        digest.update(f"{library}={installed_version(library)}\n".encode())
     return digest.hexdigest()
 
 

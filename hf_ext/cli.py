@@ -5,7 +5,6 @@ import contextlib
 import dataclasses
 import difflib
 import enum
-import importlib.metadata
 import io
 import os
 import platform
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from hf_ext._cache import cached_text, source_stamp
+from hf_ext._cache import cached_text, installed_version, source_stamp
 from hf_ext.recipes import (
     available_recipes,
     recipe_docstring,
@@ -37,13 +36,6 @@ _RUN_USAGE = "hf-ext run RECIPE [key=value ...] [--config FILE] [--accelerate-co
 _ACCELERATE_LAUNCH = (sys.executable, "-m", "accelerate.commands.launch", "--quiet")
 
 
-def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def env_report() -> dict[str, str]:
     """Versions of the stack, whether CUDA is available and whether Triton kernels will run."""
     import torch
@@ -51,7 +43,7 @@ def env_report() -> dict[str, str]:
     from hf_ext.kernels import triton_available
 
     report = {"python": platform.python_version()}
-    report.update({package: _version(package) for package in _PACKAGES})
+    report.update({package: installed_version(package) for package in _PACKAGES})
     cuda = torch.cuda.is_available()
     report["cuda available"] = str(cuda)
     report["triton kernels"] = "yes" if cuda and triton_available() else "no (torch reference kernels)"

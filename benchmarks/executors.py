@@ -18,7 +18,7 @@ its evaluations start, and an asynchronous run proposes one point per finished e
 finish faster than the driver proposes, the driver sets the pace. ``evaluation_speedup`` leaves the driver's time
 out on both sides (batch only: an asynchronous run proposes while others evaluate): what the executor delivers.
 ``--cost train`` makes each evaluation CPU-bound instead: ``--train-steps`` Adam steps of a small MLP in one torch
-thread (about 2 s on an idle core here), so the speed-up is capped by the cores the workers share.
+thread (about 1 s on an idle core here), so the speed-up is capped by the cores the workers share.
 
 Regret. GP with UCB (its batch form qUCB) on BoTorch's Branin (and Hartmann-6 with ``--objectives``), maximised,
 ``--regret-evaluations`` evaluations per run, sequential against batch (q = ``--regret-q``) and asynchronous

@@ -38,7 +38,6 @@ from hf_ext.companion.bo.lilo import (
     TransformersBackend,
     make_environment,
 )
-from hf_ext.companion.bo.lilo.backends import PREFILL_MODES
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
 from hf_ext.recipes._results import write_results
@@ -56,27 +55,13 @@ class LILOArguments:
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"help": f"Any of {list(METHODS)}."})
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "One run per seed and setting."})
     backend: str = field(
-        default="local", metadata={"help": f"One of {list(BACKENDS)}: a transformers model, or an HTTP server."}
-    )
-    llm: str = field(
-        default="smollm2",
+        default="local",
         metadata={
-            "help": "local: a name from hf_ext.models ('smollm2', 'tiny') or a checkpoint path; http: the "
-            "server's model name."
+            "help": f"One of {list(BACKENDS)}. local: the transformers model `model` (a name from hf_ext.models, "
+            "'smollm2' or 'tiny', or a checkpoint path) with `max_new_tokens` and `temperature`; http: the "
+            "OpenAI-compatible server at `base_url` (OpenAIBackend's settings)."
         },
     )
-    base_url: str = field(default="http://127.0.0.1:8000/v1", metadata={"help": "http: the server's /v1 URL."})
-    api_key_env: str = field(default="OPENAI_API_KEY", metadata={"help": "http: the variable holding the API key."})
-    timeout: float = field(default=60.0, metadata={"help": "http: seconds per request (> 0); a resume may change it."})
-    prefill: str = field(
-        default="response_format",
-        metadata={
-            "help": f"http: one of {list(PREFILL_MODES)}: ask for a JSON object, or send the prefilled answer for a "
-            "server that continues it (llama.cpp's llama-server)."
-        },
-    )
-    max_new_tokens: int = field(default=32, metadata={"help": "Tokens per LLM answer (>= 1)."})
-    temperature: float = field(default=0.7, metadata={"help": "LLM sampling temperature (0 = greedy)."})
     workers: int = workers_field()
     output_dir: str = field(default="outputs/lilo", metadata={"help": "Where results, plot and transcripts go."})
 
@@ -92,23 +77,15 @@ class LILOArguments:
                 raise ValueError(f"LILOArguments: `{name}` must be a non-empty list from {list(allowed)}, got {chosen}")
         if self.backend not in BACKENDS:
             raise ValueError(f"LILOArguments: `backend` must be one of {list(BACKENDS)}, got {self.backend!r}")
-        if self.prefill not in PREFILL_MODES:
-            raise ValueError(f"LILOArguments: `prefill` must be one of {list(PREFILL_MODES)}, got {self.prefill!r}")
         if not self.seeds:
             raise ValueError("LILOArguments: `seeds` must not be empty")
 
-    def make_backend(self):
-        if self.backend == "local":
-            return TransformersBackend(self.llm, self.max_new_tokens, self.temperature)
-        return OpenAIBackend(
-            self.base_url,
-            self.llm,
-            self.api_key_env,
-            self.max_new_tokens,
-            self.temperature,
-            timeout=self.timeout,
-            prefill=self.prefill,
-        )
+
+def make_backend(args: LILOArguments, server: OpenAIBackend) -> OpenAIBackend | TransformersBackend:
+    """The backend ``args.backend`` names: ``server`` itself (http), or a local model with its sampling settings."""
+    if args.backend == "local":
+        return TransformersBackend(server.model, server.max_new_tokens, server.temperature)
+    return server
 
 
 @dataclass
@@ -120,7 +97,7 @@ class LILORecipeConfig(LILOConfig):
 
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return settings_parser(LILOArguments, LILORecipeConfig)
+    return settings_parser(LILOArguments, LILORecipeConfig, OpenAIBackend)
 
 
 def run_one(args: LILOArguments, config: LILORecipeConfig, backend, environment: str, method: str, seed: int) -> dict:
@@ -166,11 +143,12 @@ def summarize(runs: list[dict]) -> dict:
 @on_main_process
 def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
     """The recipe; its runs go to ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
-    args, config = parser(argv).parse_args_and_config(argv)
-    backend = args.make_backend()
+    args, config, server = parser(argv).parse_args_and_config(argv)
+    backend = make_backend(args, server)
     jobs = [(args, config, backend, e, m, s) for e in args.environments for m in args.methods for s in args.seeds]
     runs = run_all(run_one, jobs, args.workers, "lilo", executor)
     results = {"summary": summarize(runs), "runs": runs, "args": asdict(args), "config": shared_settings(config)}
+    results["backend"] = asdict(backend)
     out = Path(args.output_dir)
     write_results(out, results)
     panels = {

@@ -26,14 +26,13 @@ by misranking bin) to ``output_dir``, for the runs of this invocation's settings
 import statistics
 from collections import defaultdict
 from concurrent.futures import Executor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from trl import TrlParser
 
-from hf_ext._validation import check_finite_fields
-from hf_ext.companion.es import METHODS, CocoConfig, run_coco
+from hf_ext.companion.es import CocoConfig, run_coco
 from hf_ext.companion.es.coco import EXDATA
 from hf_ext.companion.es.compare import ecdf, run_misranking, slice_tests, win_rate_by_misranking, wins_losses
 from hf_ext.companion.es.tasks import TASKS, run_task
@@ -42,7 +41,7 @@ from hf_ext.plotting import plot_bands, plot_grouped_bars, plot_line_panels
 from hf_ext.recipes._jobs import on_main_process
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
-from hf_ext.recipes._settings import settings_parser
+from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
 CHALLENGERS = ("rb_pem", "probe_switch")
 REFERENCE = "sep_cma"  # its run's misranking places a problem in or out of the high-misranking slice
@@ -50,18 +49,12 @@ MISRANKING_BINS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 
 
 @dataclass
-class PemArguments:
-    methods: list[str] = field(
-        default_factory=lambda: list(METHODS),
-        metadata={"help": f"Any of {list(METHODS)}; {list(CHALLENGERS)} are compared with every other one."},
-    )
-    functions: list[int] = field(default_factory=lambda: list(range(101, 131)), metadata={"help": "f101-f130."})
-    instances: list[int] = field(default_factory=lambda: [1, 2, 3], metadata={"help": "bbob-noisy instances, 1-15."})
-    dimension: int = field(default=10, metadata={"help": "D, one of 2, 3, 5, 10, 20, 40."})
-    budget_multipliers: list[int] = field(
-        default_factory=lambda: [100, 200], metadata={"help": "Budgets k D in evaluations (re-evaluations count)."}
-    )
-    seed: int = field(default=0, metadata={"help": "Seeds every method (the same for all)."})
+class PemArguments(CocoConfig):
+    """CocoConfig (which runs, at which dimension and budgets, seed, workers) and the recipe's own settings: the
+    external tasks and the misranking slice. ``rb_pem`` and ``probe_switch`` among ``methods`` are compared with
+    every other method; COCO's folders go to ``output_dir/coco``."""
+
+    result_folder: str = set_per_run(CocoConfig, "result_folder", by="`output_dir` (its coco/ folder)")
     tasks: list[str] = field(default_factory=lambda: list(TASKS), metadata={"help": f"Any of {list(TASKS)}."})
     task_seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "One task run per seed."})
     task_budget_multiplier: int = field(default=100, metadata={"help": "Task budget in evaluations per dimension."})
@@ -73,11 +66,10 @@ class PemArguments:
             "its candidate pairs on average (in [0, 0.5]; 0.25 is Kendall's tau <= 0.5 between noisy and true values)."
         },
     )
-    workers: int = field(default=2, metadata={"help": "Runs in parallel (local processes, >= 1; 1: this process)."})
     output_dir: str = field(default="outputs/pem", metadata={"help": "Where COCO's folders, CSV, JSON and PNG go."})
 
     def __post_init__(self):
-        check_finite_fields(self)
+        super().__post_init__()
         unknown = [task for task in self.tasks if task not in TASKS]
         if unknown:
             raise ValueError(f"PemArguments: `tasks` must be from {list(TASKS)}, got {self.tasks}")
@@ -88,19 +80,9 @@ class PemArguments:
         for name in ("task_budget_multiplier", "task_repeats"):
             if getattr(self, name) < 1:
                 raise ValueError(f"PemArguments: `{name}` must be an integer >= 1, got {getattr(self, name)}")
-        self.coco_config()  # the COCO fields are checked by CocoConfig, naming the allowed values
 
     def coco_config(self) -> CocoConfig:
-        return CocoConfig(
-            methods=self.methods,
-            functions=self.functions,
-            instances=self.instances,
-            dimension=self.dimension,
-            budget_multipliers=self.budget_multipliers,
-            seed=self.seed,
-            result_folder=str(Path(self.output_dir) / "coco"),
-            workers=self.workers,
-        )
+        return run_config(CocoConfig, self, result_folder=str(Path(self.output_dir) / "coco"))
 
 
 def parser(argv: list[str] | None = None) -> TrlParser:
@@ -230,7 +212,7 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
     if task_runs:
         write_rows(out / "tasks.csv", task_runs)
     plot_ecdf(records, args, out / "ecdf.png")
-    results = {"winloss": table, "slices": slices, "tasks": summarize_tasks(task_runs), "args": asdict(args)}
+    results = {"winloss": table, "slices": slices, "tasks": summarize_tasks(task_runs), "args": shared_settings(args)}
     write_results(out, results)
     for row in table:
         print(

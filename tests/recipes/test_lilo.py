@@ -3,8 +3,9 @@ import json
 
 import pytest
 
+from hf_ext.companion.bo.lilo import TransformersBackend
 from hf_ext.recipes import shipped_config
-from hf_ext.recipes.lilo import LILOArguments, main, parser
+from hf_ext.recipes.lilo import LILOArguments, main, make_backend, parser
 
 
 def _flags(tmp_path, *extra):
@@ -27,7 +28,7 @@ def test_quick_run_of_the_baselines_writes_results_plot_and_transcripts(tmp_path
 
 def test_each_run_takes_its_seed_from_seeds_and_the_rest_from_the_parsed_config(tmp_path):
     """Issue 38: LILOConfig's `seed` was a setting that every run replaced by one of `seeds`."""
-    _, config = parser().parse_args_and_config(_flags(tmp_path))
+    _, config, _ = parser().parse_args_and_config(_flags(tmp_path))
     assert "seed" not in {field.name for field in dataclasses.fields(config) if field.init}
     results = main(_flags(tmp_path, "--seeds", "3", "--rounds", "2", "--methods", "random"))
     assert results["config"]["rounds"] == 2 and "seed" not in results["config"]
@@ -40,13 +41,18 @@ def test_bad_arguments_are_refused_by_name():
         LILOArguments(methods=["bandit"])
     with pytest.raises(ValueError, match=r"`backend` must be one of \['local', 'http'\], got 'grpc'"):
         LILOArguments(backend="grpc")
-    with pytest.raises(ValueError, match=r"`prefill` must be one of \['response_format', 'continue'\], got 'none'"):
-        LILOArguments(prefill="none")
+    with pytest.raises(ValueError, match=r"OpenAIBackend: `prefill` must be one of \['response_format', 'continue'\]"):
+        parser().parse_args_and_config(["--prefill", "none"])
 
 
-def test_the_http_backend_gets_the_recipe_transport_and_prefill_settings():
-    backend = LILOArguments(backend="http", timeout=5.0, prefill="continue").make_backend()
-    assert (backend.timeout, backend.prefill) == (5.0, "continue")
+def test_the_backend_settings_are_openai_backends_own_and_drive_either_backend():
+    """Issue 38: the recipe copied OpenAIBackend's fields (its own max_new_tokens default differed, 32 vs 48)."""
+    flags = ["--timeout", "5", "--prefill", "continue", "--model", "tiny", "--max_new_tokens", "7"]
+    args, _, server = parser().parse_args_and_config(["--backend", "http", *flags])
+    assert make_backend(args, server) is server and (server.timeout, server.prefill) == (5.0, "continue")
+    args, _, server = parser().parse_args_and_config(["--backend", "local", *flags])
+    local = make_backend(args, server)
+    assert isinstance(local, TransformersBackend) and (local.model, local.max_new_tokens) == ("tiny", 7)
 
 
 @pytest.mark.slow

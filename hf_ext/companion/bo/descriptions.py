@@ -14,13 +14,14 @@ from botorch.test_functions.base import BaseTestProblem
 def describe(thing: Any) -> dict[str, Any]:
     """``thing``'s type and its init fields (a dataclass), ``negate`` and ``noise_std`` (a BoTorch test problem).
 
-    A dataclass field with ``metadata={"transport": True}`` (a timeout, a retry count) is left out: it
-    changes how an answer is fetched, not the answer, so a resume may change it.
+    The fields a dataclass names in its ``TRANSPORT_FIELDS`` class attribute (a timeout, a retry count) are left
+    out: they change how an answer is fetched, not the answer, so a resume may change them.
     """
     if isinstance(thing, BaseTestProblem):
         return {"type": type(thing).__qualname__, "negate": thing.negate, "noise_std": thing.noise_std}
     if is_dataclass(thing):
+        transport = getattr(thing, "TRANSPORT_FIELDS", ())
         return {"type": type(thing).__qualname__} | {
-            f.name: getattr(thing, f.name) for f in fields(thing) if f.init and not f.metadata.get("transport")
+            f.name: getattr(thing, f.name) for f in fields(thing) if f.init and f.name not in transport
         }
     return {"type": getattr(thing, "__qualname__", type(thing).__qualname__)}

@@ -1,4 +1,5 @@
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 from botorch.test_functions import Branin
 
@@ -7,8 +8,10 @@ from hf_ext.companion.bo.descriptions import describe
 
 @dataclass
 class _Backend:
+    TRANSPORT_FIELDS: ClassVar[tuple[str, ...]] = ("timeout",)
+
     model: str
-    timeout: float = field(default=30.0, metadata={"transport": True})
+    timeout: float = 30.0
 
 
 def test_describe_keeps_what_decides_a_run_and_leaves_out_transport():

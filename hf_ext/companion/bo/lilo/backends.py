@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 
@@ -22,8 +22,6 @@ from hf_ext._validation import check_finite
 
 Messages = list[dict[str, str]]
 PREFILL_MODES = ("response_format", "continue")
-# How an answer is fetched, not what it is: left out of a run's stored settings, so a resume may change it.
-TRANSPORT = {"transport": True}
 
 
 class LLMBackend(Protocol):
@@ -109,15 +107,24 @@ class OpenAIBackend:
     ``llama-server``; vLLM with ``continue_final_message``).
     """
 
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = "smollm2"
-    api_key_env: str = "OPENAI_API_KEY"
-    max_new_tokens: int = 48
-    temperature: float = 0.7
-    timeout: float = field(default=60.0, metadata=TRANSPORT)
-    retries: int = field(default=2, metadata=TRANSPORT)
-    backoff: float = field(default=1.0, metadata=TRANSPORT)
-    prefill: str = "response_format"
+    # How an answer is fetched, not what it is: left out of a run's stored settings, so a resume may change them.
+    TRANSPORT_FIELDS: ClassVar[tuple[str, ...]] = ("timeout", "retries", "backoff")
+
+    base_url: str = field(default="http://127.0.0.1:8000/v1", metadata={"help": "The server's /v1 URL."})
+    model: str = field(default="smollm2", metadata={"help": "The model the server is asked for."})
+    api_key_env: str = field(default="OPENAI_API_KEY", metadata={"help": "The variable holding the API key."})
+    max_new_tokens: int = field(default=48, metadata={"help": "Tokens per answer (>= 1)."})
+    temperature: float = field(default=0.7, metadata={"help": "Sampling temperature (0 = greedy)."})
+    timeout: float = field(default=60.0, metadata={"help": "Seconds per request (> 0)."})
+    retries: int = field(default=2, metadata={"help": "Retries of a failed request (>= 0)."})
+    backoff: float = field(default=1.0, metadata={"help": "Seconds before the first retry (>= 0)."})
+    prefill: str = field(
+        default="response_format",
+        metadata={
+            "help": f"One of {list(PREFILL_MODES)}: ask for a JSON object, or send the prefilled answer for a server "
+            "that continues it (llama.cpp's llama-server)."
+        },
+    )
 
     def __post_init__(self):
         owner = type(self).__name__

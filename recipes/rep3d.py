@@ -2,7 +2,7 @@
 
     hf-ext run rep3d                                  # shipped config: 14 min on one thread (OMP_NUM_THREADS=1)
     hf-ext run rep3d variants="rep3d no_mask" seeds="0"
-    hf-ext run rep3d quick=true                       # seconds: the end-to-end check
+    hf-ext run rep3d --config rep3d_quick             # seconds: the end-to-end check
     hf-ext run rep3d --accelerate-config cpu_2proc    # each run data-parallel on two CPU processes
 
 Every variant is the same plain encoder (:class:`hf_ext.models.Rep3DForSegmentation`) trained by
@@ -44,17 +44,6 @@ from hf_ext.recipes._training import train_resumable
 
 VARIANTS = ("rep3d", "fixed_prior", "no_mask", "small_kernel")
 MASKS = {"rep3d": "learned", "fixed_prior": "prior", "no_mask": "none", "small_kernel": "none"}
-QUICK = {
-    "seeds": [0],
-    "size": 16,
-    "num_train": 4,
-    "num_validation": 2,
-    "hidden_sizes": [4, 8, 8, 8],
-    "kernel_sizes": [5, 3, 3, 3],
-    "decoder_hidden_size": 8,
-}
-QUICK_TRAINING = {"max_steps": 2, "eval_steps": 1, "logging_steps": 1}
-
 
 @dataclass
 class Rep3DArguments:
@@ -80,7 +69,6 @@ class Rep3DArguments:
     )
     small_kernel_size: int = field(default=3, metadata={"help": "Kernel of every stage in `small_kernel` (odd)."})
     decoder_hidden_size: int = field(default=32, metadata={"help": "Channels of the decoder."})
-    quick: bool = field(default=False, metadata={"help": "Tiny sizes and 2 steps: an end-to-end check."})
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -117,11 +105,7 @@ def parser(argv: list[str] | None = None) -> TrlParser:
 
 
 def parse_args(argv: list[str] | None) -> tuple[Rep3DArguments, TrainingArguments]:
-    args, training_args = parser(argv).parse_args_and_config(argv)
-    if args.quick:
-        args = dataclasses.replace(args, **QUICK)
-        training_args = dataclasses.replace(training_args, **QUICK_TRAINING)
-    return args, training_args
+    return tuple(parser(argv).parse_args_and_config(argv))
 
 
 def build_model(args: Rep3DArguments, variant: str, seed: int) -> Rep3DForSegmentation:

@@ -9,8 +9,8 @@ from hf_ext.recipes.rep3d import Rep3DArguments, build_model, main, parse_args
 
 
 def _flags(tmp_path, *extra):
-    config = str(recipes_dir() / "configs" / "rep3d.yaml")
-    return ["--config", config, "--quick", "true", "--output_dir", str(tmp_path), "--disable_tqdm", "true", *extra]
+    config = str(recipes_dir() / "configs" / "rep3d_quick.yaml")
+    return ["--config", config, "--output_dir", str(tmp_path), "--disable_tqdm", "true", *extra]
 
 
 def test_variants_start_from_the_same_weights(tmp_path):
@@ -45,7 +45,7 @@ def test_volumes_smaller_than_the_stride_product_are_refused(tmp_path):
     with pytest.raises(ValueError, match="`size` must be at least the encoder's stride product 16, got 8"):
         Rep3DArguments(size=8)
     with pytest.raises(ValueError, match="`size` must be at least the encoder's stride product 16, got 8"):
-        parse_args(_flags(tmp_path, "--quick", "false", "--size", "8"))
+        parse_args(_flags(tmp_path, "--size", "8"))
 
 
 @pytest.mark.slow
@@ -66,7 +66,7 @@ def test_quick_run_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_quick_run_on_two_cpu_processes(tmp_path, run_on_two_processes):
-    stdout = run_on_two_processes("rep3d", ["quick=true", "variants=rep3d", "lr_multipliers=1.0"])
+    stdout = run_on_two_processes("rep3d", ["--config", "rep3d_quick", "variants=rep3d", "lr_multipliers=1.0"])
     assert stdout.count("rep3d/lr_x1: mean Dice") == 1
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert len(runs) == 1 and 0 <= runs[0]["mean_dice"] <= 1

@@ -14,3 +14,10 @@ def test_a_prefix_of_a_setting_is_an_unknown_setting(monkeypatch, capsys):
     monkeypatch.setattr(cli.subprocess, "call", lambda command: pytest.fail(f"launched {command}"))
     assert cli.main(["run", "portfolio", "k=3"]) == 2
     assert "unknown setting 'k'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(available_recipes()))
+def test_a_quick_check_is_a_shipped_config_never_a_setting(name):
+    """Issue 38: rep3d's `quick=true` replaced sizes after parsing, so `quick=true size=8` silently ran 16."""
+    settings = {field for kind in recipe_parser(name).dataclass_types for field in kind.__dataclass_fields__}
+    assert "quick" not in settings

@@ -7,6 +7,8 @@ from hf_ext.distributed import fsdp_launch_env, unsharded_copy
 from hf_ext.models import tiny_causal_lm
 from hf_ext.recipes import recipes_dir
 
+pytestmark = pytest.mark.parity  # multi-process parity: kept in `make test` although slow
+
 
 def test_the_shipped_cpu_config_launches_fsdp2_processes_on_cpu():
     environment = fsdp_launch_env(recipes_dir() / "accelerate" / "fsdp2_cpu_2proc.yaml")

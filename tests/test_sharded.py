@@ -8,6 +8,8 @@ import torch
 
 from hf_ext._sharded import chunk_sizes, gathered, sharding
 
+pytestmark = pytest.mark.parity  # multi-process parity: kept in `make test` although slow
+
 SCRIPT = Path(__file__).with_name("_sharded_run.py")
 
 

@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+pytestmark = pytest.mark.parity  # multi-process parity: kept in `make test` although slow
+
 ALGORITHMS = ["dpo", "simpo"]
 
 

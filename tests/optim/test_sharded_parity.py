@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytestmark = pytest.mark.parity  # multi-process parity: kept in `make test` although slow
+
 REPO = Path(__file__).resolve().parents[2]
 WORKER = REPO / "benchmarks" / "sharded.py"
 spec = importlib.util.spec_from_file_location("sharded_benchmark", WORKER)

@@ -2,6 +2,7 @@ import json
 import os
 
 import pytest
+import torch
 
 from hf_ext.recipes import agzo_finetune, recipes_dir
 from hf_ext.recipes.agzo_finetune import (
@@ -19,17 +20,28 @@ from hf_ext.zo import AGZOConfig, MeZOConfig
 @pytest.mark.slow
 def test_recipe_runs_both_methods_on_minilm_with_equal_forward_budgets(tmp_path, capsys):
     config = recipes_dir() / "configs" / "agzo_finetune.yaml"
-    argv = ["--config", str(config), "--max_steps", "3", "--logging_steps", "1", "--output_dir", str(tmp_path)]
-    results = main([*argv, "--seeds", "0", "1"])
+    argv = ["--config", str(config), "--max_steps", "3", "--logging_steps", "1", "--seeds", "0", "1"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each of the workers below runs
+    try:
+        results = main([*argv, "--workers", "1", "--output_dir", str(tmp_path / "in_turn")])
+    finally:
+        torch.set_num_threads(threads)
     assert set(results) == {"agzo", "mezo"}
     assert results["agzo"]["forward_passes"] == results["mezo"]["forward_passes"] == 6
     for result in results.values():
         assert list(result["runs"]) == [0, 1]
         assert 0 <= result["accuracy_before"] <= 1 and 0 <= result["accuracy_after"] <= 1
         assert all(len(run["loss"]) == 3 for run in result["runs"].values())
-    assert json.loads((tmp_path / "results.json").read_text()).keys() == results.keys()
-    assert (tmp_path / "loss.png").stat().st_size > 1000
+    assert json.loads((tmp_path / "in_turn" / "results.json").read_text()).keys() == results.keys()
+    assert (tmp_path / "in_turn" / "loss.png").stat().st_size > 1000
     assert capsys.readouterr().out.rstrip().endswith(results_table(results))
+
+    at_once = main([*argv, "--workers", "2", "--output_dir", str(tmp_path / "at_once")])
+    for method, result in results.items():
+        for seed, run in result["runs"].items():
+            parallel = at_once[method]["runs"][seed]
+            assert (parallel["loss"], parallel["accuracy_after"]) == (run["loss"], run["accuracy_after"])
 
 
 def test_both_methods_share_the_parsed_zo_settings_and_each_gets_its_learning_rate(monkeypatch, tmp_path):
@@ -102,6 +114,12 @@ def test_results_table_shows_the_spread_over_seeds_and_the_gap_paired_by_seed():
         "",
         "AGZO - MeZO, paired by seed: +0.093 +- 0.110; AGZO ahead on 2 of 3",
     ]
+
+
+@pytest.mark.parametrize("workers", [0, 1.5, True])
+def test_workers_must_be_a_positive_integer(workers):
+    with pytest.raises(ValueError, match="`workers` must be an integer >= 1"):
+        AGZOFinetuneArguments(workers=workers)
 
 
 @pytest.mark.parametrize("seeds", [[0, 0], [-1]])

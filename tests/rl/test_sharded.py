@@ -11,6 +11,8 @@ from hf_ext.models import tiny_causal_lm
 from hf_ext.rl import apply_sparse_delta
 from hf_ext.rl.delta import DELTA_FILE
 
+pytestmark = pytest.mark.parity  # multi-process parity: kept in `make test` although slow
+
 
 @pytest.mark.slow
 def test_sgd_grpo_sharded_equals_the_unsharded_run(distributed_runs):

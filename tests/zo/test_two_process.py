@@ -5,6 +5,8 @@ import torch
 
 from hf_ext.models import tiny_causal_lm
 
+pytestmark = pytest.mark.parity  # multi-process parity: kept in `make test` although slow
+
 SCRIPT = Path(__file__).with_name("_two_process_run.py")
 
 

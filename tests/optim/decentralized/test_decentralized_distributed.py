@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytestmark = pytest.mark.parity  # multi-process parity: kept in `make test` although slow
+
 WORKERS = Path(__file__).with_name("_dsgd_workers.py")
 TIMEOUT = 120
 

@@ -5,6 +5,8 @@ import torch
 
 from hf_ext.optim import ShardedMuon
 
+pytestmark = pytest.mark.parity  # multi-process parity: kept in `make test` although slow
+
 SCRIPT = Path(__file__).with_name("_sharded_muon_run.py")
 
 

@@ -6,6 +6,8 @@ import torch
 from hf_ext._sharded import sharding
 from hf_ext.optim.shared.sharding import OwnerExchange, assign_owners
 
+pytestmark = pytest.mark.parity  # multi-process parity: kept in `make test` although slow
+
 SCRIPT = Path(__file__).with_name("_sharding_run.py")
 
 

@@ -5,6 +5,7 @@ the ``TrainingArguments`` given, so every base model of a sweep gets the same fi
 """
 
 import copy
+import dataclasses
 
 import numpy as np
 import torch
@@ -58,9 +59,11 @@ def classification_after_finetuning(
         batched=True,
         remove_columns=["text"],
     )
+    # The classifier's loss is a mean per process: transformers multiplies it by the number of processes when
+    # `average_tokens_across_devices` is on (meant for token-summed LM losses), which doubled it on 2 processes.
     trainer = Trainer(
         model=model,
-        args=args,
+        args=dataclasses.replace(args, average_tokens_across_devices=False),
         train_dataset=tokenized["train"],
         eval_dataset=tokenized["validation"],
         data_collator=DataCollatorWithPadding(tokenizer),

@@ -122,6 +122,18 @@ def test_workers_must_be_a_positive_integer(workers):
         AGZOFinetuneArguments(workers=workers)
 
 
+def test_workers_are_refused_under_a_launch_of_several_processes(monkeypatch, tmp_path):
+    """Under accelerate launch every process trains each run together; workers would train each run per process."""
+
+    class TwoProcesses:
+        num_processes = 2
+
+    monkeypatch.setattr(agzo_finetune, "PartialState", TwoProcesses)
+    config = recipes_dir() / "configs" / "agzo_finetune.yaml"
+    with pytest.raises(ValueError, match="`workers` must be 1 under a launch of 2 processes"):
+        main(["--config", str(config), "--workers", "2", "--output_dir", str(tmp_path)])
+
+
 @pytest.mark.parametrize("seeds", [[0, 0], [-1]])
 def test_seeds_must_be_distinct_and_non_negative(seeds):
     with pytest.raises(ValueError, match="`seeds` must be distinct non-negative integers"):

@@ -1,6 +1,6 @@
 """Short training runs that a test repeats on one process and on two FSDP2-sharded CPU processes.
 
-``torchrun --nproc_per_node=2 -m hf_ext.distributed _distributed_runs.py OUT RUN...`` (with the
+``torchrun --nproc_per_node=N -m hf_ext.distributed _distributed_runs.py OUT RUN...`` (with the
 FSDP variables of recipes/accelerate/fsdp2_cpu_2proc.yaml) runs each RUN sharded and writes
 ``OUT/RUN.pt`` from rank 0 (``LATER_RUNS`` in a second launch, which reads what the first wrote);
 a test loads this file with ``runpy.run_path`` and calls the same
@@ -82,16 +82,20 @@ def adamw_resumed(output_dir) -> dict:
     return adamw(output_dir, Path(output_dir).parent / "adamw_checkpointed" / "checkpoint-2")
 
 
-def zeroth_order(method: str, output_dir, resume_from_checkpoint=None, **overrides) -> dict:
-    """ZOTrainer (AGZO or MeZO) with isotropic noise on the other parameters (the sharded embeddings among them)."""
+def zeroth_order(
+    method: str, output_dir, resume_from_checkpoint=None, model_name="tiny", eps=1e-2, **overrides
+) -> dict:
+    """ZOTrainer (AGZO or MeZO) with isotropic noise on the other parameters (the sharded embeddings among them),
+    on ``tiny_causal_lm`` or SmolLM2-135M (``model_name="smollm2"``)."""
+    from hf_ext.models import load_causal_lm
     from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
 
-    model, _ = tiny_causal_lm(seed=0)
-    settings = cpu_settings(output_dir, learning_rate=1e-2, max_grad_norm=0.0, **overrides)
+    model, _ = load_causal_lm(model_name)  # tiny_causal_lm's default seed is the other runs' 0
+    settings = cpu_settings(output_dir, **{"learning_rate": 1e-2, "max_grad_norm": 0.0} | overrides)
     if method == "agzo":  # bases from steps 0 and 3: a run resumed at step 2 needs the saved ones
-        config = AGZOConfig(rank=2, other_params="isotropic", eps=1e-2, subspace_refresh_interval=3)
+        config = AGZOConfig(rank=2, other_params="isotropic", eps=eps, subspace_refresh_interval=3)
     else:
-        config = MeZOConfig(other_params="isotropic", eps=1e-2)
+        config = MeZOConfig(other_params="isotropic", eps=eps)
     trainer = ZOTrainer(model, TrainingArguments(**settings), train_dataset=token_dataset(), zo_config=config)
     trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     return result(trainer) | {"zo_steps": trainer.zo_optimizer.state_dict()["state"][0]["step"].item()}
@@ -228,9 +232,19 @@ RUNS = {
 # Run in a second launch, after RUNS: they read what those wrote.
 LATER_RUNS = {"adamw_resumed": adamw_resumed, "agzo_resumed": agzo_resumed}
 
+# The pretrained 135M model at MeZO's usual scale of steps (the tiny model's lr 1e-2 diverges on it): launched by the
+# slow tests only.
+SMOLLM2_RUNS = {
+    f"{method}_smollm2": lambda output_dir, method=method: zeroth_order(
+        method, output_dir, model_name="smollm2", eps=1e-3, learning_rate=1e-5
+    )
+    for method in ("agzo", "mezo")
+}
+ALL_RUNS = RUNS | LATER_RUNS | SMOLLM2_RUNS
+
 if __name__ == "__main__":
     out, names = Path(sys.argv[1]), sys.argv[2:]
     for name in names:
-        outcome = (RUNS | LATER_RUNS)[name](out / name)
+        outcome = ALL_RUNS[name](out / name)
         if torch.distributed.get_rank() == 0:
             torch.save(outcome, out / f"{name}.pt")

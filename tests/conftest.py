@@ -122,17 +122,17 @@ DISTRIBUTED_RUNS = Path(__file__).with_name("_distributed_runs.py")
 
 @dataclass(frozen=True)
 class DistributedRuns:
-    """The runs of ``tests/_distributed_runs.py``: sharded on two FSDP2 CPU processes, and in this process."""
+    """The runs of ``tests/_distributed_runs.py``: on FSDP2-sharded CPU processes, and in this process."""
 
     folder: Path
 
     def sharded(self, run: str) -> dict:
-        """``run``'s result on two processes, its parameters gathered whole."""
+        """``run``'s result on the sharded processes, its parameters gathered whole."""
         return torch.load(self.folder / f"{run}.pt")
 
     def one_process(self, run: str, output_dir: Path) -> dict:
         """``run`` in this process, unsharded, on the same global batch."""
-        return runpy.run_path(str(DISTRIBUTED_RUNS))["RUNS"][run](output_dir)
+        return runpy.run_path(str(DISTRIBUTED_RUNS))["ALL_RUNS"][run](output_dir)
 
     @staticmethod
     def max_relative_difference(ours: dict, reference: dict) -> float:
@@ -142,17 +142,37 @@ class DistributedRuns:
 
 
 @pytest.fixture(scope="session")
-def distributed_runs(torchrun, tmp_path_factory) -> DistributedRuns:
-    """Every run of ``tests/_distributed_runs.py`` on two CPU processes sharded by accelerate's FSDP2 (the shipped
-    ``fsdp2_cpu_2proc`` config), launched once for the whole session (twice: ``LATER_RUNS`` in new processes)."""
+def launch_distributed_runs(torchrun):
+    """``launch(folder, runs, ..., nproc_per_node=2)``: each list of runs of ``tests/_distributed_runs.py`` in one
+    launch of ``nproc_per_node`` CPU processes sharded by accelerate's FSDP2 (the shipped ``fsdp2_cpu_2proc``
+    config), one launch after the other in new processes; returns their ``DistributedRuns``."""
     from hf_ext.recipes import recipes_dir
 
-    folder = tmp_path_factory.mktemp("fsdp2_runs")
-    script = runpy.run_path(str(DISTRIBUTED_RUNS))
     config = recipes_dir() / "accelerate" / "fsdp2_cpu_2proc.yaml"
-    for runs in (script["RUNS"], script["LATER_RUNS"]):  # the later ones start new processes, as a resumed run does
-        torchrun(DISTRIBUTED_RUNS, str(folder), *runs, cwd=folder, accelerate_config=config)
-    return DistributedRuns(folder)
+
+    def launch(folder: Path, *launches: list[str], nproc_per_node: int = 2) -> DistributedRuns:
+        for runs in launches:
+            torchrun(
+                DISTRIBUTED_RUNS,
+                str(folder),
+                *runs,
+                cwd=folder,
+                nproc_per_node=nproc_per_node,
+                accelerate_config=config,
+            )
+        return DistributedRuns(folder)
+
+    return launch
+
+
+@pytest.fixture(scope="session")
+def distributed_runs(launch_distributed_runs, tmp_path_factory) -> DistributedRuns:
+    """Every tiny-model run of ``tests/_distributed_runs.py`` on two processes, launched once for the whole session
+    (twice: ``LATER_RUNS`` in new processes, as a resumed run does)."""
+    script = runpy.run_path(str(DISTRIBUTED_RUNS))
+    return launch_distributed_runs(
+        tmp_path_factory.mktemp("fsdp2_runs"), list(script["RUNS"]), list(script["LATER_RUNS"])
+    )
 
 
 @pytest.fixture

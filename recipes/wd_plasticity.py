@@ -70,7 +70,10 @@ class PlasticityArguments:
     )
     arithmetic_steps: int = field(default=300, metadata={"help": "Fine-tuning steps for arithmetic."})
     finetune_learning_rate: float = field(default=1e-3, metadata={"help": "Learning rate of both fine-tunings."})
-    finetune_batch_size: int = field(default=16, metadata={"help": "Batch size of both fine-tunings."})
+    finetune_batch_size: int = field(
+        default=16,
+        metadata={"help": "Global batch size of both fine-tunings, split evenly across the processes of a launch."},
+    )
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -166,15 +169,20 @@ def _layer_mean(measurement: dict, name: str) -> float:
 
 
 def finetuning_args(training_args: PretrainingArguments, script_args: PlasticityArguments, out: Path, steps: int):
-    """The same fine-tuning budget for every base model: no weight decay, linear decay after a short warmup."""
+    """The same fine-tuning budget for every base model: no weight decay, linear decay after a short warmup, and
+    ``finetune_batch_size`` sequences a step however many processes share them."""
+    processes, batch = training_args.world_size, script_args.finetune_batch_size
+    if batch % processes:
+        raise ValueError(f"`finetune_batch_size` must be a multiple of the {processes} processes, got {batch}")
+    per_device = batch // processes
     return run_config(
         TrainingArguments,
         training_args,
         output_dir=str(out),
         max_steps=steps,
         learning_rate=script_args.finetune_learning_rate,
-        per_device_train_batch_size=script_args.finetune_batch_size,
-        per_device_eval_batch_size=script_args.finetune_batch_size,
+        per_device_train_batch_size=per_device,
+        per_device_eval_batch_size=per_device,
         weight_decay=0.0,
         lr_scheduler_type="linear",
         warmup_steps=max(1, steps // 10),

@@ -7,7 +7,15 @@ from transformers import LlamaConfig, LlamaForCausalLM, Trainer
 from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.plasticity import plasticity_report
 from hf_ext.recipes import shipped_config
-from hf_ext.recipes.wd_plasticity import PlasticityArguments, downstream_data, main, parser, pretraining_trainer
+from hf_ext.recipes.wd_plasticity import (
+    PlasticityArguments,
+    PretrainingArguments,
+    downstream_data,
+    finetuning_args,
+    main,
+    parser,
+    pretraining_trainer,
+)
 
 
 def _flags(tmp_path, *extra):
@@ -110,3 +118,14 @@ def test_quick_sweep_on_two_cpu_processes(tmp_path, run_on_two_processes):
     assert stdout.count("weight decay 1: base val loss") == 1
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert [row["weight_decay"] for row in rows] == [0.0, 1.0]
+
+
+def test_the_finetuning_batch_is_global_and_split_across_processes(tmp_path, monkeypatch):
+    """A launch of 2 processes fine-tunes on the one-process batch, half on each (it took 2x as many sequences)."""
+    script_args, training_args = parser().parse_args_and_config(_flags(tmp_path))[:2]
+    monkeypatch.setattr(PretrainingArguments, "world_size", property(lambda self: 2))
+    args = finetuning_args(training_args, script_args, tmp_path, steps=4)
+    assert args.per_device_train_batch_size * 2 == script_args.finetune_batch_size == 16
+    script_args.finetune_batch_size = 15
+    with pytest.raises(ValueError, match="`finetune_batch_size` must be a multiple of the 2 processes, got 15"):
+        finetuning_args(training_args, script_args, tmp_path, steps=4)

@@ -196,7 +196,8 @@ def main(argv: list[str] | None = None) -> dict:
     args, lns = parser(argv).parse_args_and_config(argv)
     out = Path(args.output_dir)
     check_job_settings(out, job_settings(args, lns), "set_cover")
-    denoiser = load_denoiser(args.denoiser) if args.denoiser and "glns" in args.methods else None
+    uses_denoiser = {"glns", "glns_adaptive"} & set(args.methods)
+    denoiser = load_denoiser(args.denoiser) if args.denoiser and uses_denoiser else None
     budget = max(args.time_limits)
     grid = np.geomspace(budget / 200, budget, 40)
     rows, panels, memory = [], defaultdict(lambda: defaultdict(list)), {}

@@ -51,7 +51,7 @@ def test_quick_run_writes_csv_json_png_and_scores_every_method(tmp_path, capfd):
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"methods": ["cl_lns"]}, r"`methods` must be a non-empty list from \['glns', 'local_lns'"),
+        ({"methods": ["cl_lns"]}, r"`methods` must be a non-empty list from \['glns', 'glns_adaptive', 'local_lns'"),
         ({"time_limits": [0.0]}, "`time_limits` must be seconds > 0"),
     ],
 )

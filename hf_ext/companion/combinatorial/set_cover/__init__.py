@@ -5,18 +5,20 @@ Needs the ``[combinatorial]`` extra: ``scipy`` (sparse instances) to load, ``hig
 first use), ``ortools`` for the baselines of the benchmark harness.
 """
 
+from .adaptive import AdaptiveNeighbourhood
 from .checkpoint import default_denoiser, load_denoiser, save_denoiser
 from .diffusion import ColumnDenoiser, GenerativeNeighbourhood, trajectory
 from .greedy import greedy, remove_redundant
 from .instability import instability
 from .instance import SetCoverInstance, beasley, rail_like, read_orlib, read_rail
-from .lns import POLICIES, LNSConfig, LNSResult, repair, run_lns
+from .lns import POLICIES, LNSConfig, LNSResult, Repair, repair, run_lns
 from .metrics import primal_gap, primal_integral, time_to_target
 from .mip import MipResult, solve_mip
-from .neighbourhood import grow_neighbourhood, local_neighbourhood, random_neighbourhood
+from .neighbourhood import grow_in_region, grow_neighbourhood, local_neighbourhood, random_neighbourhood
 from .training import DenoiserTrainingConfig, train_denoiser
 
 __all__ = [
+    "AdaptiveNeighbourhood",
     "POLICIES",
     "ColumnDenoiser",
     "DenoiserTrainingConfig",
@@ -24,10 +26,12 @@ __all__ = [
     "LNSConfig",
     "LNSResult",
     "MipResult",
+    "Repair",
     "SetCoverInstance",
     "beasley",
     "default_denoiser",
     "greedy",
+    "grow_in_region",
     "grow_neighbourhood",
     "instability",
     "load_denoiser",

@@ -14,7 +14,7 @@ from torch import nn
 
 from .instability import instability
 from .instance import SetCoverInstance
-from .neighbourhood import grow_neighbourhood, local_neighbourhood
+from .neighbourhood import grow_in_region, local_neighbourhood
 
 STEPS = 10  # denoising steps; the uniform-noise schedule keeps a bit with probability 1 - t / STEPS
 
@@ -132,9 +132,13 @@ class GenerativeNeighbourhood:
         return instability(trajectory(self.model, region, self.generator, self.steps))
 
     def __call__(self, instance: SetCoverInstance, incumbent: np.ndarray, size: int, rng) -> np.ndarray:
+        return self.choose(instance, incumbent, size, rng)[2]
+
+    def choose(
+        self, instance: SetCoverInstance, incumbent: np.ndarray, size: int, rng
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The region's columns, their scores, and the neighbourhood grown from them (what ``__call__`` frees);
+        the first two let a diagnostic ask whether the score points at the columns a solver changes."""
         columns = local_neighbourhood(instance, incumbent, self.region_factor * size, rng)
-        scores = np.full(instance.n_columns, -np.inf)
-        scores[columns] = self.scores(region_graph(instance, incumbent, columns))
-        allowed = np.zeros(instance.n_columns, dtype=bool)
-        allowed[columns] = True
-        return grow_neighbourhood(instance, scores, size, int(columns[np.argmax(scores[columns])]), allowed)
+        scores = self.scores(region_graph(instance, incumbent, columns))
+        return columns, scores, grow_in_region(instance, columns, scores, size)

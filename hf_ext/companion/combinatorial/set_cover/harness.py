@@ -3,16 +3,18 @@ curve (times, objectives), for ``hf-ext run set_cover`` and the benchmarks."""
 
 import time
 
+from .adaptive import AdaptiveNeighbourhood
 from .checkpoint import default_denoiser
 from .diffusion import STEPS, ColumnDenoiser, GenerativeNeighbourhood
 from .greedy import greedy
 from .instance import SetCoverInstance
 from .lns import LNSConfig, run_lns
 from .mip import solve_mip
+from .neighbourhood import random_neighbourhood
 from .ortools_baseline import ORTOOLS_METHODS, run_ortools
 
 LNS_METHODS = {"local_lns": "local", "random_lns": "random"}  # method -> the LNSConfig.policy it runs
-METHODS = ("glns", *LNS_METHODS, "highs", "greedy", *ORTOOLS_METHODS)
+METHODS = ("glns", "glns_adaptive", *LNS_METHODS, "highs", "greedy", *ORTOOLS_METHODS)
 
 
 def _greedy(instance: SetCoverInstance, config: LNSConfig) -> dict:
@@ -38,9 +40,14 @@ def _lns(instance: SetCoverInstance, config: LNSConfig) -> dict:
     return {"times": result.times, "values": result.values, "selected": result.selected}
 
 
-def _glns(instance: SetCoverInstance, config: LNSConfig, denoiser: ColumnDenoiser | None, steps: int) -> dict:
-    """LNS with the generative policy; the default denoiser is trained (once, cached) before the clock starts."""
+def _glns(
+    instance: SetCoverInstance, config: LNSConfig, denoiser: ColumnDenoiser | None, steps: int, adaptive: bool
+) -> dict:
+    """LNS with the generative policy, alone or (``adaptive``) drawn against random neighbourhoods by the gain per
+    second each earns; the default denoiser is trained (once, cached) before the clock starts."""
     policy = GenerativeNeighbourhood(denoiser or default_denoiser(), steps=steps, seed=config.seed)
+    if adaptive:
+        policy = AdaptiveNeighbourhood({"glns": policy, "random": random_neighbourhood})
     result = run_lns(instance, config, neighbourhood=policy)
     return {"times": result.times, "values": result.values, "selected": result.selected}
 
@@ -58,8 +65,9 @@ def run_method(
     """``{"times", "values", "selected"}``: when each incumbent appeared (seconds from the call) and its objective.
 
     ``config.time_limit`` is every method's budget, and the LNS methods run ``config`` as given: ``local_lns`` and
-    ``random_lns`` refuse a ``config.policy`` other than their own (``LNS_METHODS``); GLNS's neighbourhood takes
-    the place of the policy (``run_lns``) and uses ``denoiser`` (a trained ``ColumnDenoiser``; the cached default
+    ``random_lns`` refuse a ``config.policy`` other than their own (``LNS_METHODS``); GLNS's neighbourhood (alone,
+    or for ``glns_adaptive`` drawn against random ones) takes the place of the policy (``run_lns``) and uses
+    ``denoiser`` (a trained ``ColumnDenoiser``; the cached default
     when None) for ``steps`` model calls."""
     if method not in METHODS:
         raise ValueError(f"run_method: `method` must be one of {list(METHODS)}, got {method!r}")
@@ -67,8 +75,8 @@ def run_method(
         raise ValueError(
             f"run_method: {method!r} runs LNSConfig(policy={LNS_METHODS[method]!r}), got policy={config.policy!r}"
         )
-    if method == "glns":
-        return _glns(instance, config, denoiser, steps)
+    if method in ("glns", "glns_adaptive"):
+        return _glns(instance, config, denoiser, steps, adaptive=method == "glns_adaptive")
     if method in ORTOOLS_METHODS:
         return run_ortools(method, instance, config.time_limit)
     return RUNNERS[method](instance, config)

@@ -2,6 +2,7 @@
 
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -53,11 +54,15 @@ class LNSResult:
     iterations: int
 
 
-def repair(
-    instance: SetCoverInstance, incumbent: np.ndarray, free: np.ndarray, time_limit: float
-) -> tuple[np.ndarray, bool]:
-    """Re-optimise the columns ``free`` with every other column fixed at its incumbent value; returns the new mask
-    and whether HiGHS proved it optimal for the subproblem.
+class Repair(NamedTuple):
+    selected: np.ndarray  # the new column mask (the incumbent's where HiGHS found nothing better)
+    optimal: bool  # HiGHS proved it optimal for the subproblem
+    gap: float  # HiGHS's relative gap between the subproblem's objective and its dual bound (0 when proved, inf
+    # while HiGHS has no bound)
+
+
+def repair(instance: SetCoverInstance, incumbent: np.ndarray, free: np.ndarray, time_limit: float) -> Repair:
+    """Re-optimise the columns ``free`` with every other column fixed at its incumbent value.
 
     The subproblem keeps only the rows the fixed selection leaves uncovered, so its size is bounded by the
     neighbourhood and not by the instance; HiGHS starts from the incumbent's restriction (feasible by construction).
@@ -67,19 +72,23 @@ def repair(
     fixed[free] = False
     open_rows = np.flatnonzero(instance.coverage(fixed) == 0)
     if len(open_rows) == 0:
-        return fixed, True
+        return Repair(fixed, True, 0.0)
     sub = instance.rows_to_columns[open_rows][:, free].tocsc()
     result = solve_mip(instance.costs[free], sub, time_limit, warm_start=incumbent[free])
     fixed[free[result.selected]] = True
-    return fixed, result.optimal
+    gap = 0.0 if result.optimal else (result.objective - result.bound) / max(abs(result.objective), 1e-12)
+    return Repair(fixed, result.optimal, gap)
 
 
 def run_lns(
     instance: SetCoverInstance, config: LNSConfig, initial: np.ndarray | None = None, neighbourhood=None
 ) -> LNSResult:
     """LNS from ``initial`` (greedy by default); the incumbent's objective never increases. ``neighbourhood``
-    (``(instance, incumbent, size, rng) -> columns``, e.g. ``GenerativeNeighbourhood``) replaces ``config.policy``."""
+    (``(instance, incumbent, size, rng) -> columns``, e.g. ``GenerativeNeighbourhood``) replaces ``config.policy``;
+    one with an ``observe(gain, seconds)`` method hears after each repair what its neighbourhood gained and took
+    (``AdaptiveNeighbourhood`` learns from it)."""
     choose = neighbourhood or POLICIES[config.policy]
+    observe = getattr(choose, "observe", None)
     start = time.perf_counter()
     rng = np.random.default_rng(config.seed)
     if initial is None:
@@ -100,12 +109,15 @@ def run_lns(
         left = config.time_limit - (time.perf_counter() - start)
         if left <= 0.01:
             break
+        chosen_at = time.perf_counter()
         free = choose(instance, incumbent, int(size), rng)
         limit = min(config.sub_time_limit, left)
-        candidate, optimal = repair(instance, incumbent, free, limit)
+        candidate, optimal, _ = repair(instance, incumbent, free, limit)
         iteration += 1
         value = instance.objective(candidate)
         improved = value < best - 1e-9 and instance.is_feasible(candidate)
+        if observe is not None:
+            observe(best - value if improved else 0.0, time.perf_counter() - chosen_at)
         if improved:
             incumbent, best = candidate, value
             times.append(time.perf_counter() - start)

@@ -39,6 +39,16 @@ def grow_neighbourhood(
     return np.asarray(taken, dtype=np.int64)
 
 
+def grow_in_region(instance: SetCoverInstance, region: np.ndarray, scores: np.ndarray, size: int) -> np.ndarray:
+    """At most ``size`` connected columns of ``region`` grown best-first from its highest score (``scores`` are
+    the region's, in its order): how GLNS turns a region's scores into a neighbourhood."""
+    whole = np.full(instance.n_columns, -np.inf)
+    whole[region] = scores
+    allowed = np.zeros(instance.n_columns, dtype=bool)
+    allowed[region] = True
+    return grow_neighbourhood(instance, whole, size, int(region[np.argmax(scores)]), allowed)
+
+
 def local_neighbourhood(instance: SetCoverInstance, incumbent: np.ndarray, size: int, rng) -> np.ndarray:
     """Row-based local: up to ``size // 2`` incumbent columns connected through shared rows around a random one,
     then the columns covering most of their rows per unit cost, up to ``size`` in all."""

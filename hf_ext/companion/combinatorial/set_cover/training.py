@@ -46,7 +46,7 @@ def training_examples(config: DenoiserTrainingConfig) -> list[tuple[Region, torc
         instance = beasley(n // 10, n, 0.02, seed=seed) if k % 2 else rail_like(n // 10, n, seed=seed)
         incumbent = greedy(instance)
         columns = local_neighbourhood(instance, incumbent, config.region_size, rng)
-        solved, _ = repair(instance, incumbent, columns, time_limit=1.0)
+        solved = repair(instance, incumbent, columns, time_limit=1.0).selected
         examples.append((region_graph(instance, incumbent, columns), torch.as_tensor(solved[columns]).float()))
     return examples
 

@@ -44,5 +44,7 @@ def test_highs_and_greedy_give_anytime_curves_within_the_budget(instance):
 
 
 def test_an_unknown_method_is_named(instance):
-    with pytest.raises(ValueError, match=r"`method` must be one of \['glns', 'local_lns', 'random_lns'.*got 'cl_lns'"):
+    with pytest.raises(
+        ValueError, match=r"`method` must be one of \['glns', 'glns_adaptive', 'local_lns', 'random_lns'.*got 'cl_lns'"
+    ):
         harness.run_method("cl_lns", instance, LNSConfig())

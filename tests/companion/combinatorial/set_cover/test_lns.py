@@ -24,11 +24,21 @@ def instance():
 def test_repair_changes_only_the_freed_columns(instance):
     incumbent = greedy(instance)
     free = local_neighbourhood(instance, incumbent, 300, np.random.default_rng(0))
-    repaired, _ = repair(instance, incumbent, free, time_limit=2.0)
+    repaired = repair(instance, incumbent, free, time_limit=2.0).selected
     fixed = np.ones(instance.n_columns, dtype=bool)
     fixed[free] = False
     assert np.array_equal(repaired[fixed], incumbent[fixed])
     assert instance.is_feasible(repaired) and instance.objective(repaired) <= instance.objective(incumbent)
+
+
+def test_repair_reports_the_subproblem_gap_highs_left(instance):
+    """A proved subproblem has gap 0; one cut short by the time limit reports HiGHS's relative gap, which the
+    neighbourhood benchmark reads to tell hard neighbourhoods from easy ones."""
+    incumbent = greedy(instance)
+    small = local_neighbourhood(instance, incumbent, 30, np.random.default_rng(0))
+    assert repair(instance, incumbent, small, time_limit=5.0)[1:] == (True, 0.0)
+    whole = repair(instance, incumbent, np.arange(instance.n_columns), time_limit=0.05)
+    assert not whole.optimal and whole.gap > 0  # inf while HiGHS has no dual bound yet
 
 
 @pytest.mark.parametrize("policy", ["random", "local"])
@@ -76,7 +86,7 @@ def test_adapted_size_grows_after_solved_subproblems_and_shrinks_after_timeouts(
         sizes.append(size)
         return random_neighbourhood(instance, incumbent, size, rng)
 
-    monkeypatch.setattr(lns_module, "repair", lambda instance, incumbent, free, limit: (incumbent.copy(), optimal))
+    monkeypatch.setattr(lns_module, "repair", lambda instance, incumbent, free, limit: (incumbent.copy(), optimal, 0.0))
     config = LNSConfig(neighbourhood_size=100, time_limit=30.0, sub_time_limit=5.0, max_iterations=8, adapt_size=True)
     run_lns(instance, config, neighbourhood=record)
     assert sizes == expected  # no gain each time; bounded by 4x and 1/4 of neighbourhood_size

@@ -30,7 +30,9 @@ from _harness import benchmark_parser, emit, save_json
 from scipy.stats import rankdata
 
 from hf_ext.companion.combinatorial.set_cover import (
+    COST_REGIMES,
     GenerativeNeighbourhood,
+    cost_regime_instance,
     default_denoiser,
     greedy,
     grow_in_region,
@@ -38,7 +40,6 @@ from hf_ext.companion.combinatorial.set_cover import (
     random_neighbourhood,
     repair,
 )
-from hf_ext.recipes.set_cover import FAMILIES, SetCoverArguments, make_instance
 
 
 class ChanceScores(GenerativeNeighbourhood):
@@ -117,7 +118,7 @@ def score_check(instance, policy, iterations, size, sub_time_limit, region_time_
 
 def main() -> None:
     parser = benchmark_parser(__doc__, seeds=[0, 1])
-    parser.add_argument("--families", nargs="+", choices=FAMILIES, default=["beasley", "rail"])
+    parser.add_argument("--families", nargs="+", choices=COST_REGIMES, default=["beasley", "rail"])
     parser.add_argument("--n-columns", type=int, default=50000)
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--size", type=int, default=2000)
@@ -129,7 +130,7 @@ def main() -> None:
     measured = {}
     for family in args.families:
         for seed in args.seeds:
-            instance = make_instance(family, args.n_columns, 100 + seed, SetCoverArguments())
+            instance = cost_regime_instance(family, args.n_columns, 100 + seed)
             policies = {
                 "random_lns": random_neighbourhood,
                 "local_lns": local_neighbourhood,

@@ -36,13 +36,12 @@ from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
 from hf_ext.companion.combinatorial.set_cover import (
+    COST_REGIMES,
     LNSConfig,
-    SetCoverInstance,
-    beasley,
+    cost_regime_instance,
     load_denoiser,
     primal_gap,
     primal_integral,
-    rail_like,
     time_to_target,
 )
 from hf_ext.companion.combinatorial.set_cover.harness import LNS_METHODS, METHODS, run_method
@@ -52,10 +51,7 @@ from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
-# beasley (costs 1-100) and rail (costs 1-2) are the denoiser's training regimes; correlated (Beasley's structure,
-# a column costs its row count plus up to as much again, so every cost per row lies in 1-2) and rail_wide (rail's
-# structure, costs 1-1000) are held out from training
-FAMILIES = ("beasley", "rail", "correlated", "rail_wide")
+FAMILIES = COST_REGIMES  # beasley and rail: the denoiser's training regimes; correlated and rail_wide: held out
 GAP_FLOOR = 1e-4  # a gap of 0 (the best run) is drawn at this floor on the log axis
 # Arguments that choose which instances are run or where they go, not what an instance's runs compute: they may
 # change between reruns into the same output_dir (every other setting must not).
@@ -117,23 +113,6 @@ def parser(argv: list[str] | None = None) -> TrlParser:
     return settings_parser(SetCoverArguments, SetCoverLNSConfig)
 
 
-def make_instance(family: str, n_columns: int, seed: int, args: SetCoverArguments) -> SetCoverInstance:
-    n_rows = max(1, n_columns // args.columns_per_row)
-    if family.startswith("rail"):
-        instance = rail_like(n_rows, n_columns, seed=seed)
-    else:
-        instance = beasley(n_rows, n_columns, min(1.0, args.beasley_rows_per_column / n_rows), seed=seed)
-    rng = np.random.default_rng([seed, 27])
-    if family == "correlated":
-        counts = np.diff(instance.matrix.indptr)
-        costs = counts + rng.integers(0, counts + 1)
-    elif family == "rail_wide":
-        costs = rng.integers(1, 1001, n_columns)
-    else:
-        return instance
-    return SetCoverInstance(costs, instance.matrix, name=f"{family}_{instance.name}")
-
-
 def score(curve: dict, best: float, budget: float) -> dict:
     """Final gap, primal integral and time to 1% of the best known, of one anytime curve cut at ``budget``."""
     kept = [(t, v) for t, v in zip(curve["times"], curve["values"], strict=True) if t <= budget]
@@ -160,7 +139,7 @@ def run_instance(family: str, n_columns: int, seed: int, args: SetCoverArguments
     """Every method on one instance: each method's anytime curve (without its cover), the best objective any found,
     the seconds the instance took to generate and the process's peak memory so far."""
     started = time.perf_counter()
-    instance = make_instance(family, n_columns, seed, args)
+    instance = cost_regime_instance(family, n_columns, seed, args.columns_per_row, args.beasley_rows_per_column)
     generate_seconds = time.perf_counter() - started
     curves = {}
     for method in args.methods:

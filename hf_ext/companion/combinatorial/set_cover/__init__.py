@@ -10,7 +10,7 @@ from .checkpoint import default_denoiser, load_denoiser, save_denoiser
 from .diffusion import ColumnDenoiser, GenerativeNeighbourhood, trajectory
 from .greedy import greedy, remove_redundant
 from .instability import instability
-from .instance import SetCoverInstance, beasley, rail_like, read_orlib, read_rail
+from .instance import COST_REGIMES, SetCoverInstance, beasley, cost_regime_instance, rail_like, read_orlib, read_rail
 from .lns import POLICIES, LNSConfig, LNSResult, Repair, repair, run_lns
 from .metrics import primal_gap, primal_integral, time_to_target
 from .mip import MipResult, solve_mip
@@ -18,6 +18,7 @@ from .neighbourhood import grow_in_region, grow_neighbourhood, local_neighbourho
 from .training import DenoiserTrainingConfig, train_denoiser
 
 __all__ = [
+    "COST_REGIMES",
     "AdaptiveNeighbourhood",
     "POLICIES",
     "ColumnDenoiser",
@@ -29,6 +30,7 @@ __all__ = [
     "Repair",
     "SetCoverInstance",
     "beasley",
+    "cost_regime_instance",
     "default_denoiser",
     "greedy",
     "grow_in_region",

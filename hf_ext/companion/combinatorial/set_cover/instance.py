@@ -194,3 +194,32 @@ def rail_like(n_rows: int, n_columns: int, max_rows_per_column: int = 12, seed: 
     return _from_column_rows(
         rows[order], np.bincount(column_of, minlength=n_columns), n_rows, costs, f"rail_{n_rows}x{n_columns}_s{seed}"
     )
+
+
+# beasley (costs 1-100) and rail (costs 1-2) are GLNS's training regimes; correlated (Beasley's structure, a column
+# costs its row count plus up to as much again, so every cost per row lies in 1-2) and rail_wide (rail's structure,
+# costs 1-1000) are held out from its training
+COST_REGIMES = ("beasley", "rail", "correlated", "rail_wide")
+
+
+def cost_regime_instance(
+    regime: str, n_columns: int, seed: int, columns_per_row: int = 20, beasley_rows_per_column: float = 5.0
+) -> SetCoverInstance:
+    """An instance of one of :data:`COST_REGIMES` with ``n_columns // columns_per_row`` rows: the benchmark's
+    families, here so that every benchmark draws the same instances from the same seeds."""
+    if regime not in COST_REGIMES:
+        raise ValueError(f"cost_regime_instance: `regime` must be one of {list(COST_REGIMES)}, got {regime!r}")
+    n_rows = max(1, n_columns // columns_per_row)
+    if regime.startswith("rail"):
+        instance = rail_like(n_rows, n_columns, seed=seed)
+    else:
+        instance = beasley(n_rows, n_columns, min(1.0, beasley_rows_per_column / n_rows), seed=seed)
+    rng = np.random.default_rng([seed, 27])
+    if regime == "correlated":
+        counts = np.diff(instance.matrix.indptr)
+        costs = counts + rng.integers(0, counts + 1)
+    elif regime == "rail_wide":
+        costs = rng.integers(1, 1001, n_columns)
+    else:
+        return instance
+    return SetCoverInstance(costs, instance.matrix, name=f"{regime}_{instance.name}")

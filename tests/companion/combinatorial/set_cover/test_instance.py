@@ -1,7 +1,16 @@
+import re
+
 import numpy as np
 import pytest
 
-from hf_ext.companion.combinatorial.set_cover import beasley, rail_like, read_orlib, read_rail
+from hf_ext.companion.combinatorial.set_cover import (
+    COST_REGIMES,
+    beasley,
+    cost_regime_instance,
+    rail_like,
+    read_orlib,
+    read_rail,
+)
 
 # 3 rows, 4 columns; row 1 is covered by columns 1 and 2, row 2 by 2 and 3, row 3 by 3 and 4 (1-based)
 ORLIB = """3 4
@@ -94,3 +103,15 @@ def test_generators_cover_every_row_within_their_regimes():
     assert set(np.unique(rail.costs)) == {1.0, 2.0}
     assert np.diff(rail.matrix.indptr).max() <= 12 + 3  # plus the rows appended to guarantee coverage
     assert np.diff(rail.rows_to_columns.indptr).min() >= 1
+
+
+def test_the_held_out_cost_regimes_keep_their_structure_and_change_only_the_costs():
+    """correlated: every cost per covered row in 1-2 (greedy's ratios say little); rail_wide: costs 1-1000."""
+    correlated = cost_regime_instance("correlated", 2000, seed=3)
+    assert np.array_equal(correlated.matrix.indices, cost_regime_instance("beasley", 2000, seed=3).matrix.indices)
+    per_row = correlated.costs / np.diff(correlated.matrix.indptr)
+    assert correlated.matrix.shape == (100, 2000) and per_row.min() >= 1 and per_row.max() <= 2
+    wide = cost_regime_instance("rail_wide", 2000, seed=3)
+    assert 1 <= wide.costs.min() and wide.costs.max() <= 1000 and len(np.unique(wide.costs)) > 500
+    with pytest.raises(ValueError, match=rf"`regime` must be one of {re.escape(str(list(COST_REGIMES)))}, got 'air'"):
+        cost_regime_instance("air", 2000, seed=0)

@@ -4,7 +4,7 @@ whether it points at the columns a solver changes.
     python benchmarks/set_cover_neighbourhoods.py [--seeds 0 1] [--families beasley rail] [--n-columns 50000]
         [--iterations 12] [--score-check]
 
-From the greedy cover of an instance of each family (the recipe's generators: ``beasley`` and ``rail`` are the
+From the greedy cover of an instance of each family (``cost_regime_instance``: ``beasley`` and ``rail`` are the
 denoiser's training regimes, ``correlated`` and ``rail_wide`` held out; seeds 100+, which no other benchmark uses),
 runs a fixed number of LNS iterations per policy, all freeing ``--size`` columns and repaired by HiGHS with the same
 per-subproblem limit, and reports per policy the mean seconds spent choosing the neighbourhood (for GLNS: the

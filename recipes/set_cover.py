@@ -51,7 +51,6 @@ from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
-FAMILIES = COST_REGIMES  # beasley and rail: the denoiser's training regimes; correlated and rail_wide: held out
 GAP_FLOOR = 1e-4  # a gap of 0 (the best run) is drawn at this floor on the log axis
 # Arguments that choose which instances are run or where they go, not what an instance's runs compute: they may
 # change between reruns into the same output_dir (every other setting must not).
@@ -61,7 +60,10 @@ NOT_JOB_SETTINGS = ("families", "n_columns", "seeds", "output_dir")
 @dataclass
 class SetCoverArguments:
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"help": f"Any of {list(METHODS)}."})
-    families: list[str] = field(default_factory=lambda: list(FAMILIES), metadata={"help": f"Any of {FAMILIES}."})
+    families: list[str] = field(
+        default_factory=lambda: list(COST_REGIMES),
+        metadata={"help": f"Any of {COST_REGIMES}: beasley and rail are the denoiser's training regimes."},
+    )
     n_columns: list[int] = field(default_factory=lambda: [50000], metadata={"help": "Instance sizes in columns."})
     columns_per_row: int = field(default=20, metadata={"help": "Rows = n_columns // columns_per_row (>= 1)."})
     beasley_rows_per_column: float = field(default=5.0, metadata={"help": "Mean rows a Beasley column covers."})
@@ -78,7 +80,7 @@ class SetCoverArguments:
 
     def __post_init__(self):
         check_finite_fields(self)
-        for name, allowed in (("methods", METHODS), ("families", FAMILIES)):
+        for name, allowed in (("methods", METHODS), ("families", COST_REGIMES)):
             if not getattr(self, name) or any(v not in allowed for v in getattr(self, name)):
                 raise ValueError(f"SetCoverArguments: `{name}` must be a non-empty list from {list(allowed)}")
         if not self.n_columns or min(self.n_columns) < 10 or self.columns_per_row < 1:

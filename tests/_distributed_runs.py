@@ -1,4 +1,4 @@
-"""Short training runs that a test repeats on one process and on two FSDP2-sharded CPU processes.
+"""Short training runs that a test repeats on one process and on FSDP2-sharded CPU processes (2, or 4).
 
 ``torchrun --nproc_per_node=N -m hf_ext.distributed _distributed_runs.py OUT RUN...`` (with the
 FSDP variables of recipes/accelerate/fsdp2_cpu_2proc.yaml) runs each RUN sharded and writes

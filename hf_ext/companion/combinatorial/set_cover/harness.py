@@ -67,8 +67,7 @@ def run_method(
     ``config.time_limit`` is every method's budget, and the LNS methods run ``config`` as given: ``local_lns`` and
     ``random_lns`` refuse a ``config.policy`` other than their own (``LNS_METHODS``); GLNS's neighbourhood (alone,
     or for ``glns_adaptive`` drawn against random ones) takes the place of the policy (``run_lns``) and uses
-    ``denoiser`` (a trained ``ColumnDenoiser``; the cached default
-    when None) for ``steps`` model calls."""
+    ``denoiser`` (a trained ``ColumnDenoiser``; the cached default when None) for ``steps`` model calls."""
     if method not in METHODS:
         raise ValueError(f"run_method: `method` must be one of {list(METHODS)}, got {method!r}")
     if method in LNS_METHODS and config.policy != LNS_METHODS[method]:

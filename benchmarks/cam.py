@@ -2,7 +2,7 @@
 
     python benchmarks/cam.py [--seeds 0 1 2] [--train-seconds 90]
     python benchmarks/cam.py --train-steps 400    # equal gradient steps instead of equal time (load-independent)
-    python benchmarks/cam.py --train-steps 2000 --problems mis --seeds 3 4 5 --eval-graphs 8   # issue 41's run
+    python benchmarks/cam.py --train-steps 400 --problems mis --seeds 3 4 5 --hidden 64 --layers 8   # the paper's network
     python benchmarks/cam.py --problems maxcut --base-flip 0.5     # max-cut under the uniform reference chain
 
 Runs the ``cam`` recipe (recipes/cam.py) with its shipped config, per seed: MIS on held-out ER(n, 0.15) graphs of
@@ -38,16 +38,18 @@ def main() -> None:
                              "shipped config's, 0 skips them")
     parser.add_argument("--base-flip", type=float, default=None,
                         help="reference chain's flip probability; default each problem's own (0.5 MIS, 0.1 max-cut)")
+    parser.add_argument("--hidden", type=int, default=None, help="GNN width; default the shipped config's")
+    parser.add_argument("--layers", type=int, default=None,
+                        help="GNN message-passing layers; default the shipped config's")
     args = parser.parse_args()
     budget = (["--train_seconds", str(args.train_seconds)] if args.train_steps is None
               else ["--train_seconds", "inf", "--train_steps", str(args.train_steps)])
     flags = ["--config", str(shipped_config("cam")), "--output_dir", args.output_dir, "--seeds", *map(str, args.seeds),
              *budget, "--eval_graphs", str(args.eval_graphs),
              "--problems", *args.problems]
-    if args.base_flip is not None:
-        flags += ["--base_flip", str(args.base_flip)]
-    if args.large_time_limit is not None:
-        flags += ["--large_time_limit", str(args.large_time_limit)]
+    for flag in ("base_flip", "large_time_limit", "hidden", "layers"):
+        if getattr(args, flag) is not None:
+            flags += [f"--{flag}", str(getattr(args, flag))]
     results = run_recipe(flags)
     variance = {}
     for key in ("cam@init", "reinforce@init", "cam@cam_trained", "reinforce@cam_trained"):
@@ -68,7 +70,7 @@ def main() -> None:
         print(f"rollouts over the last tenth of training (mean over seeds), {key}: {entry}")
     summary = {"seeds": args.seeds, "train_seconds": args.train_seconds, "train_steps": args.train_steps,
                "eval_graphs": args.eval_graphs, "large_time_limit": args.large_time_limit,
-               "problems": args.problems, "base_flip": args.base_flip,
+               "problems": args.problems, "base_flip": args.base_flip, "hidden": args.hidden, "layers": args.layers,
                "results": results["summary"], "signal_variance": variance, "chain_diagnostics": diagnostics}
     save_json(str(Path(args.output_dir)), "cam", summary | {"rows": results["rows"]})
     emit(summary)

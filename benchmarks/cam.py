@@ -2,7 +2,7 @@
 
     python benchmarks/cam.py [--seeds 0 1 2] [--train-seconds 90]
     python benchmarks/cam.py --train-steps 400    # equal gradient steps instead of equal time (load-independent)
-    python benchmarks/cam.py --train-steps 400 --problems mis --seeds 3 4 5 --hidden 64 --layers 8   # the paper's network
+    python benchmarks/cam.py --train-steps 400 --problems mis --seeds 3 4 5 --hidden 64 --layers 8  # paper-sized net
     python benchmarks/cam.py --problems maxcut --base-flip 0.5     # max-cut under the uniform reference chain
 
 Runs the ``cam`` recipe (recipes/cam.py) with its shipped config, per seed: MIS on held-out ER(n, 0.15) graphs of

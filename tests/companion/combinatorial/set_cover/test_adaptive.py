@@ -36,6 +36,21 @@ def test_every_policy_is_tried_once_then_drawn_by_its_gain_per_second():
     assert 0.9 < adaptive.counts["paying"] / 402 < 0.99 and adaptive.counts["idle"] > 0
 
 
+def test_the_time_share_not_the_draw_count_follows_the_rates():
+    """Two policies earning the same gain per second, one taking four times as long per call: each gets half of
+    the time, so the slow one is drawn a fifth of the times."""
+    adaptive = AdaptiveNeighbourhood({"slow": recording("slow", []), "fast": recording("fast", [])}, exploration=0.1)
+    rng = np.random.default_rng(0)
+    seconds = {"slow": 4.0, "fast": 1.0}
+    spent = dict.fromkeys(seconds, 0.0)
+    for _ in range(2000):
+        adaptive(None, None, 3, rng)
+        adaptive.observe(2.0 * seconds[adaptive.last], seconds=seconds[adaptive.last])
+        spent[adaptive.last] += seconds[adaptive.last]
+    np.testing.assert_allclose(adaptive.probabilities(), [0.2, 0.8])
+    assert spent["slow"] / sum(spent.values()) == pytest.approx(0.5, abs=0.05)
+
+
 def test_a_rate_follows_recent_gains_by_the_reaction_weight():
     adaptive = AdaptiveNeighbourhood({"only": recording("only", [])}, reaction=0.25)
     rng = np.random.default_rng(0)

@@ -10,8 +10,10 @@ method over the (function, instance) pairs, judged by the final best noise-free 
 logs, with the two-sided sign-test p-value. It then measures directly, on every bbob-noisy function at
 ``--bias-dimension`` and a fixed population (the first one, and a plain sep-CMA-ES's after each of
 ``--bias-warmups`` x D evaluations): RB-PEM's mean update against the hard weights' on the same evaluations over
-``--trials`` fresh noisy evaluations (the bias over the hard update's norm, its Monte Carlo standard error, and
-the variance ratio); and the bootstrap's time per generation against the hard weights' (median of many calls).
+``--trials`` fresh noisy evaluations (the bias over the norm of the hard update's mean, its Monte Carlo standard
+error, the bias over the hard update's root mean square (its typical length, which stays away from 0 when the
+ranking is close to random and the mean update is), and the variance ratio); and the bootstrap's time per
+generation against the hard weights' (median of many calls).
 JSON on the last line. ``--bias-only`` skips the COCO runs and the tasks (about 10 minutes at the defaults on 2
 shared CPU cores). A rerun into the same ``--output-dir`` reuses the COCO runs already done. COCO's own
 post-processing of the same runs: ``python -m cocopp -o <output-dir>/pem/ppdata <output-dir>/pem/coco/exdata/*``.
@@ -62,9 +64,11 @@ def update_bias(function: int, dimension: int, seed: int, trials: int, warmup: i
     problem.free()
     hard_updates, single, pem = (np.array(updates[name]) for name in ("hard", "single", "rb_pem"))
     norm = max(float(np.linalg.norm(hard_updates.mean(axis=0))), 1e-300)
+    rms = max(float(np.sqrt((hard_updates**2).sum(axis=1).mean())), 1e-300)
     difference = pem - hard_updates
     return {
         "bias_over_norm": float(np.linalg.norm(difference.mean(axis=0))) / norm,
+        "bias_over_rms": float(np.linalg.norm(difference.mean(axis=0))) / rms,
         "bias_standard_error": float(np.sqrt((difference.var(axis=0, ddof=1) / trials).sum())) / norm,
         "bias_vs_single_over_norm": float(np.linalg.norm((pem - single).mean(axis=0)))
         / max(float(np.linalg.norm(single.mean(axis=0))), 1e-300),
@@ -246,6 +250,10 @@ def main() -> None:
         "dimension": args.bias_dimension,
         "functions_below_0.05": {
             warmup: sum(bias[f"f{f}_warmup{warmup}"]["bias_over_norm"] < 0.05 for f in FUNCTIONS)
+            for warmup in args.bias_warmups
+        },
+        "functions_below_0.05_of_rms": {
+            warmup: sum(bias[f"f{f}_warmup{warmup}"]["bias_over_rms"] < 0.05 for f in FUNCTIONS)
             for warmup in args.bias_warmups
         },
         "median_variance_ratio": statistics.median(run["variance_ratio"] for run in bias.values()),

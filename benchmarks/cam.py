@@ -4,6 +4,7 @@
     python benchmarks/cam.py --train-steps 400    # equal gradient steps instead of equal time (load-independent)
     python benchmarks/cam.py --train-steps 400 --problems mis --seeds 3 4 5 --hidden 64 --layers 8  # paper-sized net
     python benchmarks/cam.py --problems maxcut --base-flip 0.5     # max-cut under the uniform reference chain
+    python benchmarks/cam.py --train-steps 1000 --problems mis --seeds 4 --hidden 64 --layers 8 --eval-chains 128
 
 Runs the ``cam`` recipe (recipes/cam.py) with its shipped config, per seed: MIS on held-out ER(n, 0.15) graphs of
 100-200 nodes (the training sizes), 200-400 nodes (transfer) and 100 nodes (solved exactly by HiGHS, the outside
@@ -32,6 +33,8 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=None,
                         help="train every method for this many gradient steps instead of --train-seconds")
     parser.add_argument("--eval-graphs", type=int, default=4)
+    parser.add_argument("--eval-chains", type=int, default=None,
+                        help="chains per graph at evaluation, best of K, for CAM and REINFORCE; default the config's")
     parser.add_argument("--problems", nargs="+", default=["mis", "maxcut"])
     parser.add_argument("--large-time-limit", type=float, default=None,
                         help="seconds per ER-700-800 graph for HiGHS and the iterated local search; default the "
@@ -47,7 +50,7 @@ def main() -> None:
     flags = ["--config", str(shipped_config("cam")), "--output_dir", args.output_dir, "--seeds", *map(str, args.seeds),
              *budget, "--eval_graphs", str(args.eval_graphs),
              "--problems", *args.problems]
-    for flag in ("base_flip", "large_time_limit", "hidden", "layers"):
+    for flag in ("base_flip", "large_time_limit", "hidden", "layers", "eval_chains"):
         if getattr(args, flag) is not None:
             flags += [f"--{flag}", str(getattr(args, flag))]
     results = run_recipe(flags)
@@ -71,6 +74,7 @@ def main() -> None:
     summary = {"seeds": args.seeds, "train_seconds": args.train_seconds, "train_steps": args.train_steps,
                "eval_graphs": args.eval_graphs, "large_time_limit": args.large_time_limit,
                "problems": args.problems, "base_flip": args.base_flip, "hidden": args.hidden, "layers": args.layers,
+               "eval_chains": args.eval_chains,
                "results": results["summary"], "signal_variance": variance, "chain_diagnostics": diagnostics}
     save_json(str(Path(args.output_dir)), "cam", summary | {"rows": results["rows"]})
     emit(summary)

@@ -215,15 +215,14 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def summarize(rows: list[dict]) -> dict:
-    """Mean and std over seeds of the primal integral, final gap and time to the first solution, per (family, size,
-    budget, method)."""
+    """Mean and std over seeds of the primal integral and final gap, per (family, size, budget, method)."""
     grouped = defaultdict(list)
     for row in rows:
         grouped[f"{row['family']}/{row['n_columns']}/{row['budget']:g}s/{row['method']}"].append(row)
     summary = {}
     for key, group in grouped.items():
         entry = {}
-        for metric in ("primal_integral", "gap", "first_solution_seconds"):
+        for metric in ("primal_integral", "gap"):
             values = [r[metric] for r in group]
             entry[metric] = statistics.fmean(values)
             entry[f"{metric}_std"] = statistics.stdev(values) if len(values) > 1 else 0.0

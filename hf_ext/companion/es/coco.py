@@ -7,8 +7,8 @@ instance, dimension) run has its own observer folder ``f<fff>_i<ii>_d<D>/`` (run
 executor, and an observer writes to a folder of its own); cocopp reads them recursively as one algorithm.
 Beside ``exdata/``, ``index.jsonl`` lists each run once complete: a rerun skips the runs listed there whose
 folder is present and redoes the others (a cut-off run's folder is removed first, since cocoex would otherwise
-write to a renamed copy). ``settings.json`` holds the seed, and a rerun with another seed is refused: cocopp
-would read two seeds of one instance as two trials.
+write to a renamed copy). ``settings.json`` holds the seed and the population size, and a rerun with another
+is refused: cocopp would read two seeds of one instance as two trials, or two population sizes as one algorithm.
 """
 
 import json
@@ -59,6 +59,13 @@ class CocoConfig:
         default_factory=lambda: [100], metadata={"help": "Budgets in evaluations per dimension (k D each, k >= 1)."}
     )
     seed: int = field(default=0, metadata={"help": "Seeds every method's randomness (the same for all methods)."})
+    popsize: int | None = field(
+        default=None,
+        metadata={
+            "help": "Population size of our ES methods and pycma's (>= 2; None: CMA-ES's default 4 + floor(3 ln D)). "
+            "RB-PEM's weights differ from the hard ones only when popsize > D + 1."
+        },
+    )
     result_folder: str = field(
         default="outputs/pem/coco",
         metadata={"help": "Where COCO's folders (exdata/<method>_<k>D/), the index and the settings go."},
@@ -85,6 +92,8 @@ class CocoConfig:
                 f"{owner}: `budget_multipliers` must be a non-empty list of integers >= 1 (budget = k D evaluations), "
                 f"got {self.budget_multipliers}"
             )
+        if self.popsize is not None and (not isinstance(self.popsize, int) or self.popsize < 2):
+            raise ValueError(f"{owner}: `popsize` must be None (the default) or an integer >= 2, got {self.popsize!r}")
         if not isinstance(self.workers, int) or self.workers < 1:
             raise ValueError(f"{owner}: `workers` must be an integer >= 1, got {self.workers!r}")
 
@@ -158,6 +167,11 @@ def default_popsize(dimension: int) -> int:
     return 4 + int(3 * np.log(dimension))
 
 
+def generation_length(popsize: int | None, dimension: int) -> int:
+    """The block of evaluations misranking is measured on: the configured population, or CMA-ES's default."""
+    return popsize or default_popsize(dimension)
+
+
 class _Recorded:
     """``problem``, keeping every point it evaluates and the (noisy) value it returned."""
 
@@ -172,17 +186,31 @@ class _Recorded:
 
 
 def run_one(
-    method: str, budget_multiplier: int, function: int, instance: int, dimension: int, seed: int, result_folder: str
+    method: str,
+    budget_multiplier: int,
+    function: int,
+    instance: int,
+    dimension: int,
+    seed: int,
+    result_folder: str,
+    popsize: int | None = None,
 ) -> dict:
     """One observed run; returns its index record: the trajectory of the best noise-free value, and the pair
-    misranking of each block of ``default_popsize(dimension)`` evaluations (the method's generations for our ES
-    without re-evaluations; ``None`` for a block whose true values are all equal)."""
+    misranking of each block of ``generation_length(popsize, dimension)`` evaluations (the method's generations
+    for our ES without re-evaluations; ``None`` for a block whose true values are all equal)."""
     with _ONE_RUN_PER_PROCESS:
-        return _run_one(method, budget_multiplier, function, instance, dimension, seed, result_folder)
+        return _run_one(method, budget_multiplier, function, instance, dimension, seed, result_folder, popsize)
 
 
 def _run_one(
-    method: str, budget_multiplier: int, function: int, instance: int, dimension: int, seed: int, result_folder: str
+    method: str,
+    budget_multiplier: int,
+    function: int,
+    instance: int,
+    dimension: int,
+    seed: int,
+    result_folder: str,
+    popsize: int | None,
 ) -> dict:
     import cocoex
 
@@ -201,12 +229,12 @@ def _run_one(
     budget = budget_multiplier * dimension
     lower, upper = float(problem.lower_bounds[0]), float(problem.upper_bounds[0])
     recorded = _Recorded(problem)
-    evaluations = solve(method, recorded, problem.initial_solution, budget, lower, upper, seed).evaluations
+    evaluations = solve(method, recorded, problem.initial_solution, budget, lower, upper, seed, popsize).evaluations
     problem.free()
     del observer, suite
     trajectory = read_trajectory(folder)
     true = noise_free_values(function, instance, np.array(recorded.points)) if recorded.points else np.empty(0)
-    misranking = misranking_by_generation(recorded.values, true, default_popsize(dimension))
+    misranking = misranking_by_generation(recorded.values, true, generation_length(popsize, dimension))
     return {
         "method": method,
         "budget_multiplier": budget_multiplier,
@@ -227,13 +255,14 @@ def run_coco(config: CocoConfig, executor: Executor | None = None) -> list[dict]
     ``executor``: any ``concurrent.futures.Executor`` whose workers share ``result_folder`` (a local pool, Dask,
     Ray on a shared file system); default: ``config.workers`` local processes. Each run is indexed as it finishes.
     Returns the records of all the configured runs, the ones done before included. Refuses, before any run,
-    a ``result_folder`` whose runs were made with another seed (see the module docstring).
+    a ``result_folder`` whose runs were made with another seed or popsize (see the module docstring).
     """
     out = Path(config.result_folder)
     listed = read_index(out)
     check_and_store_settings(
         out / SETTINGS,
-        {"seed": config.seed},
+        # popsize only when set, so that folders made before it was a setting resume at the default
+        {"seed": config.seed} | ({"popsize": config.popsize} if config.popsize else {}),
         resuming=bool(listed) or (out / EXDATA).is_dir(),
         run=f"the bbob-noisy runs in {out}",
         start_fresh=f"pass another result_folder (the pem recipe: output_dir), or delete {out}",
@@ -264,7 +293,7 @@ def run_coco(config: CocoConfig, executor: Executor | None = None) -> list[dict]
                 bar.update()
 
             try:
-                run_jobs(executor, run_one, [(*job, str(out)) for job in todo], on_result=indexed)
+                run_jobs(executor, run_one, [(*job, str(out), config.popsize) for job in todo], on_result=indexed)
             finally:
                 if own:
                     executor.shutdown()

@@ -55,12 +55,23 @@ class Budgeted:
         return value
 
 
-def solve(method: str, function, x0, budget: int, lower: float, upper: float, seed: int, **es_fields) -> ESResult:
+def solve(
+    method: str,
+    function,
+    x0,
+    budget: int,
+    lower: float,
+    upper: float,
+    seed: int,
+    popsize: int | None = None,
+    **es_fields,
+) -> ESResult:
     """Minimise ``function`` with ``method`` (one of :data:`METHODS`) for ``budget`` evaluations.
 
     Returns both recommendations, ``xbest`` (the best point evaluated) and ``xfavorite`` (the last run's
-    mean), with the evaluations spent. ``es_fields`` override :class:`ESConfig` fields of our methods
-    (RB-PEM's band and cap, say).
+    mean), with the evaluations spent. ``popsize`` (None: CMA-ES's default ``4 + floor(3 ln D)``) is the first
+    run's population size for our methods and pycma's; Nevergrad's optimizers size their own. ``es_fields``
+    override :class:`ESConfig` fields of our methods (RB-PEM's band and cap, say).
     """
     if method not in METHODS:
         raise ValueError(f"solve: `method` must be one of {list(METHODS)}, got {method!r}")
@@ -68,30 +79,38 @@ def solve(method: str, function, x0, budget: int, lower: float, upper: float, se
     sigma0 = 0.2 * (upper - lower) if math.isfinite(upper - lower) else 2.0
     if method in OURS:
         config = ESConfig(
-            **OURS[method] | es_fields, sigma0=sigma0, lower=lower, upper=upper, max_evaluations=budget, seed=seed
+            **OURS[method] | es_fields,
+            sigma0=sigma0,
+            lower=lower,
+            upper=upper,
+            max_evaluations=budget,
+            seed=seed,
+            popsize=popsize,
         )
         return minimize(budgeted, x0, config)  # never evaluates past the budget
     if method in NEVERGRAD:
         return _nevergrad(budgeted, x0, NEVERGRAD[method], sigma0, lower, upper, seed)
-    return _pycma(budgeted, x0, sigma0, lower, upper, seed, method == "pycma_noise")
+    return _pycma(budgeted, x0, sigma0, lower, upper, seed, method == "pycma_noise", popsize)
 
 
-def _pycma(function: Budgeted, x0, sigma0, lower, upper, seed: int, noise_handler: bool) -> ESResult:
+def _pycma(function: Budgeted, x0, sigma0, lower, upper, seed: int, noise_handler: bool, popsize) -> ESResult:
     """pycma's CMA-ES (restarted while budget remains); with ``noise_handler``, UH-CMA-ES as pycma's docs show."""
     x0 = np.asarray(x0, dtype=float)
     rng = np.random.default_rng(seed)
     # pycma seeds and draws from numpy's global generator: other threads' draws must wait (see hf_ext._random).
     with seeded_global_rng(seed):
-        return _restarted_pycma(function, x0, sigma0, lower, upper, rng, noise_handler)
+        return _restarted_pycma(function, x0, sigma0, lower, upper, rng, noise_handler, popsize)
 
 
-def _restarted_pycma(function: Budgeted, x0, sigma0, lower, upper, rng, noise_handler: bool) -> ESResult:
+def _restarted_pycma(function: Budgeted, x0, sigma0, lower, upper, rng, noise_handler: bool, popsize) -> ESResult:
     import cma
 
     xfavorite, stds, iterations = x0, np.full(x0.size, sigma0), 0
     try:
         while True:
             options = {"bounds": [lower, upper], "seed": int(rng.integers(1, 2**31)), "verbose": -9}
+            if popsize is not None:  # at every restart: this loop restarts pycma at one size, as at its default
+                options["popsize"] = popsize
             es = cma.CMAEvolutionStrategy(x0, sigma0, options)
             handler = cma.NoiseHandler(es.N, maxevals=[1, 1, 30]) if noise_handler else None
             while not es.stop():

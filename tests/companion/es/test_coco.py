@@ -141,6 +141,7 @@ def test_the_ecdf_agrees_with_cocopp_at_every_budget(two_methods):
         ({"budget_multipliers": [-5]}, "`budget_multipliers`"),
         ({"functions": [1]}, r"`functions` must be a non-empty list from 101..130"),
         ({"methods": ["nevergrad"]}, "`methods` must be a non-empty list from"),
+        ({"popsize": 1}, "`popsize` must be None \\(the default\\) or an integer >= 2, got 1"),
     ],
 )
 def test_refuses_bad_settings(tmp_path, fields, message):
@@ -179,3 +180,10 @@ def test_runs_record_the_misranking_of_each_generation(tmp_path):
     assert len(misranking) == 60 // default_popsize(2) == 10
     assert all(0 <= value <= 1 for value in misranking)
     assert max(misranking) > 0  # f107's severe noise misranks some pairs
+
+
+def test_a_population_size_sets_the_generations_and_is_kept_with_the_seed(tmp_path):
+    (record,) = run_coco(_config(tmp_path, methods=["sep_cma"], functions=[107], budget_multipliers=[30], popsize=12))
+    assert len(record["misranking"]) == 60 // 12
+    with pytest.raises(ValueError, match="popsize: stored 12, now"):
+        run_coco(_config(tmp_path, methods=["sep_cma"], functions=[107], budget_multipliers=[30]))

@@ -37,3 +37,12 @@ def test_solve_spends_the_budget_and_returns_the_best_point_evaluated(method):
 def test_solve_refuses_an_unknown_method():
     with pytest.raises(ValueError, match=re.escape(f"solve: `method` must be one of {list(METHODS)}")):
         solve("nevergrad", sphere, np.zeros(2), 10, -5.0, 5.0, seed=0)
+
+
+@pytest.mark.parametrize("method", ["sep_cma", "pycma"])
+def test_solve_runs_the_given_population_size(method):
+    if method == "pycma":
+        pytest.importorskip("cma")
+    # 60 evaluations: 4 generations of 15
+    result = solve(method, sphere, np.full(4, 2.0), 60, -5.0, 5.0, seed=0, popsize=15)
+    assert result.evaluations == 60 and result.iterations == 4

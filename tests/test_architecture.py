@@ -1,9 +1,8 @@
 """The package map as import rules, read from the source with ``ast`` (CONTRIBUTING.md points here).
 
 Every import counts, at any depth (inside functions too) and with relative imports resolved;
-``kernels/`` and ``recipes/`` are read as the packages they install as, ``hf_ext.kernels`` and
-``hf_ext.recipes``. A second check keeps setup.cfg honest: every third-party module the code
-imports belongs to a declared distribution.
+``recipes/`` is read as the package it installs as, ``hf_ext.recipes``. A second check keeps setup.cfg
+honest: every third-party module the code imports belongs to a declared distribution.
 """
 
 import ast
@@ -19,7 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # Source folder -> the package it installs as. benchmarks/ and tests/ are scripts, never installed.
-PACKAGES = {"hf_ext": "hf_ext", "kernels": "hf_ext.kernels", "recipes": "hf_ext.recipes"}
+PACKAGES = {"hf_ext": "hf_ext", "recipes": "hf_ext.recipes"}
 SCRIPT_FOLDERS = ("benchmarks", "tests")
 
 METHODS = (
@@ -122,7 +121,7 @@ class Module:
 
 
 def module_name(path: str) -> str:
-    """``kernels/perturb.py`` -> ``hf_ext.kernels.perturb``; ``benchmarks/_harness.py`` -> ``benchmarks._harness``."""
+    """``recipes/pem.py`` -> ``hf_ext.recipes.pem``; ``benchmarks/_harness.py`` -> ``benchmarks._harness``."""
     folder, *rest = Path(path).with_suffix("").parts
     parts = [PACKAGES.get(folder, folder), *rest]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -170,7 +169,7 @@ def _absolute(module: str, is_package: bool, level: int, name: str | None) -> st
 
 
 def read_modules(root: Path = REPO) -> dict[str, Module]:
-    """Every module of hf_ext/, kernels/, recipes/, benchmarks/ and tests/ under ``root``, by module name."""
+    """Every module of hf_ext/, recipes/, benchmarks/ and tests/ under ``root``, by module name."""
     modules = {}
     for folder in (*PACKAGES, *SCRIPT_FOLDERS):
         paths = sorted((root / folder).rglob("*.py"))
@@ -256,7 +255,9 @@ BREAKING = {
         "hf_ext/optim/scion/__init__.py": "",
     },
     "core imports no method package, recipe or CLI": {"hf_ext/data/fake.py": "def f():\n    import hf_ext.quant\n"},
-    "kernels import nothing from hf_ext but hf_ext.kernels": {"kernels/fake.py": "from hf_ext.models import tiny\n"},
+    "kernels import nothing from hf_ext but hf_ext.kernels": {
+        "hf_ext/kernels/fake.py": "from hf_ext.models import tiny\n"
+    },
     "the companion loads without transformers, TRL or PEFT": {
         "hf_ext/companion/fake/__init__.py": "from hf_ext.data import stack\n",
         "hf_ext/data/__init__.py": "from .stack import x\n",
@@ -278,7 +279,9 @@ ALLOWED = {
         "hf_ext/optim/shared/newton_schulz.py": "",
     },
     "core imports no method package, recipe or CLI": {"hf_ext/data/fake.py": "from hf_ext.models import tiny\n"},
-    "kernels import nothing from hf_ext but hf_ext.kernels": {"kernels/fake.py": "from ._dispatch import use_triton\n"},
+    "kernels import nothing from hf_ext but hf_ext.kernels": {
+        "hf_ext/kernels/fake.py": "from ._dispatch import use_triton\n"
+    },
     "the companion loads without transformers, TRL or PEFT": {
         "hf_ext/companion/fake/__init__.py": "import torch\n\ndef load():\n    import transformers\n"
     },

@@ -36,16 +36,17 @@ from hf_ext.recipes.pem import main as run_recipe
 FUNCTIONS = range(101, 131)  # all of bbob-noisy
 
 
-def update_bias(function: int, dimension: int, seed: int, trials: int, warmup: int) -> dict:
+def update_bias(function: int, dimension: int, seed: int, trials: int, warmup: int, popsize: int | None = None) -> dict:
     """RB-PEM's mean update against the hard weights' on the same evaluations, over ``trials`` fresh noisy
     evaluations of one fixed population: the population of a plain sep-CMA-ES after ``warmup`` x D evaluations
     from COCO's initial solution (0: the first population). Each trial evaluates the population, spends RB-PEM's
     capped re-evaluations, and computes the update ``sigma w @ y`` with hard log-rank weights on the candidates'
     means (the reference) and with RB-PEM's expected weights; also the hard weights on the first evaluations
-    alone (the plain ES's update, without the re-evaluations)."""
+    alone (the plain ES's update, without the re-evaluations). ``popsize``: the population's size (None: CMA-ES's
+    default, which from D = 10 on leaves RB-PEM's fit no residual freedom)."""
     suite = cocoex.Suite("bbob-noisy", "", "")  # kept referenced while its problem is in use
     problem = suite.get_problem_by_function_dimension_instance(function, dimension, 1)
-    es = SepCMAES(problem.initial_solution, ESConfig(weights="log", sigma0=2.0, seed=seed))
+    es = SepCMAES(problem.initial_solution, ESConfig(weights="log", sigma0=2.0, seed=seed, popsize=popsize))
     while es.evaluations < warmup * dimension:
         X = es.ask()
         es.tell(X, [problem(x) for x in X])
@@ -66,6 +67,7 @@ def update_bias(function: int, dimension: int, seed: int, trials: int, warmup: i
     norm = max(float(np.linalg.norm(hard_updates.mean(axis=0))), 1e-300)
     rms = max(float(np.sqrt((hard_updates**2).sum(axis=1).mean())), 1e-300)
     difference = pem - hard_updates
+    hard_mean, pem_mean = hard_updates.mean(axis=0), pem.mean(axis=0)
     return {
         "bias_over_norm": float(np.linalg.norm(difference.mean(axis=0))) / norm,
         "bias_over_rms": float(np.linalg.norm(difference.mean(axis=0))) / rms,
@@ -73,12 +75,15 @@ def update_bias(function: int, dimension: int, seed: int, trials: int, warmup: i
         "bias_vs_single_over_norm": float(np.linalg.norm((pem - single).mean(axis=0)))
         / max(float(np.linalg.norm(single.mean(axis=0))), 1e-300),
         "variance_ratio": float(pem.var(axis=0).sum() / max(hard_updates.var(axis=0).sum(), 1e-300)),
+        # what the bias is: a shorter mean step (length ratio below 1), a turned one (cosine below 1), or both
+        "length_ratio": float(np.linalg.norm(pem_mean)) / norm,
+        "cosine": float(pem_mean @ hard_mean) / max(float(np.linalg.norm(pem_mean)) * norm, 1e-300),
     }
 
 
-def weight_seconds(dimension: int, repeats: int = 300) -> dict:
+def weight_seconds(dimension: int, popsize: int | None = None, repeats: int = 300) -> dict:
     """Median seconds per generation of the weight computation: RB-PEM (B replicates) against hard weights."""
-    config = ESConfig(weights="rb_pem")
+    config = ESConfig(weights="rb_pem", popsize=popsize)
     es = SepCMAES(np.zeros(dimension), config)
     rng = np.random.default_rng(0)
     scheme, hard = make_weight_scheme(config), LogWeights()
@@ -209,6 +214,7 @@ def main() -> None:
     parser.add_argument("--budgets", type=int, nargs="+", default=[100, 200])
     parser.add_argument("--trials", type=int, default=1000, help="noisy evaluations of each fixed population")
     parser.add_argument("--bias-dimension", type=int, default=2, help="D of the update-bias measurement")
+    parser.add_argument("--bias-popsize", type=int, help="its population size (default: CMA-ES's 4 + 3 ln D)")
     parser.add_argument(
         "--bias-warmups", type=int, nargs="+", default=[0, 50], help="sep-CMA-ES evaluations / D before fixing"
     )
@@ -242,12 +248,15 @@ def main() -> None:
             for name, v in results["tasks"].items()
         }
     bias = {
-        f"f{function}_warmup{warmup}": update_bias(function, args.bias_dimension, 0, args.trials, warmup)
+        f"f{function}_warmup{warmup}": update_bias(
+            function, args.bias_dimension, 0, args.trials, warmup, args.bias_popsize
+        )
         for warmup in args.bias_warmups
         for function in FUNCTIONS
     }
     summary["update_bias"] = {
         "dimension": args.bias_dimension,
+        "popsize": args.bias_popsize,
         "functions_below_0.05": {
             warmup: sum(bias[f"f{f}_warmup{warmup}"]["bias_over_norm"] < 0.05 for f in FUNCTIONS)
             for warmup in args.bias_warmups
@@ -258,7 +267,7 @@ def main() -> None:
         },
         "median_variance_ratio": statistics.median(run["variance_ratio"] for run in bias.values()),
     }
-    summary["weights_time_per_generation"] = weight_seconds(args.dimension)
+    summary["weights_time_per_generation"] = weight_seconds(args.dimension, args.bias_popsize)
     summary["wall_seconds"] = round(time.perf_counter() - started, 1)
     save_json(
         args.output_dir, "pem", summary | {"winloss": results["winloss"], "task_runs": results["tasks"], "bias": bias}

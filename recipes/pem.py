@@ -10,7 +10,7 @@ evaluations, re-evaluations included), through ``cocoex``'s observer: COCO's res
 output_dir/coco/exdata/*`` compares them. A rerun into the same ``output_dir`` skips the runs already listed
 in ``output_dir/coco/index.jsonl``; ``methods``, ``functions``, ``instances``, ``dimension`` and
 ``budget_multipliers`` only choose which runs are made and may change between reruns, but a rerun with another
-``seed`` is refused before any work (``output_dir/coco/settings.json``; cocopp would pool the two seeds). Then
+``seed`` or ``popsize`` is refused before any work (``output_dir/coco/settings.json``; cocopp would pool them). Then
 each method on the external noisy tasks (a scikit-learn hyperparameter search and a cart-pole policy), one run
 per task seed, judged at the method's final mean. Writes ``runs.csv`` (final best noise-free f - f_opt per
 run, with its per-generation misranking in the index), ``winloss.csv`` (wins/losses/ties, the sign-test and

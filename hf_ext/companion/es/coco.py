@@ -198,43 +198,30 @@ def run_one(
     """One observed run; returns its index record: the trajectory of the best noise-free value, and the pair
     misranking of each block of ``generation_length(popsize, dimension)`` evaluations (the method's generations
     for our ES without re-evaluations; ``None`` for a block whose true values are all equal)."""
-    with _ONE_RUN_PER_PROCESS:
-        return _run_one(method, budget_multiplier, function, instance, dimension, seed, result_folder, popsize)
-
-
-def _run_one(
-    method: str,
-    budget_multiplier: int,
-    function: int,
-    instance: int,
-    dimension: int,
-    seed: int,
-    result_folder: str,
-    popsize: int | None,
-) -> dict:
     import cocoex
 
-    cocoex.log_level("warning")
-    folder = run_folder(result_folder, method, budget_multiplier, function, instance, dimension)
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    suite = cocoex.Suite("bbob-noisy", "", "")  # kept referenced while its problem is in use
-    problem = suite.get_problem_by_function_dimension_instance(function, dimension, instance)
-    observer = cocoex.Observer(
-        "bbob-noisy",
-        f"result_folder: {folder.name} outer_folder: {folder.parent} "
-        f"algorithm_name: {algorithm_name(method, budget_multiplier)}",
-    )
-    problem.observe_with(observer)
-    budget = budget_multiplier * dimension
-    lower, upper = float(problem.lower_bounds[0]), float(problem.upper_bounds[0])
-    recorded = _Recorded(problem)
-    evaluations = solve(method, recorded, problem.initial_solution, budget, lower, upper, seed, popsize).evaluations
-    problem.free()
-    del observer, suite
-    trajectory = read_trajectory(folder)
-    true = noise_free_values(function, instance, np.array(recorded.points)) if recorded.points else np.empty(0)
-    misranking = misranking_by_generation(recorded.values, true, generation_length(popsize, dimension))
+    with _ONE_RUN_PER_PROCESS:
+        cocoex.log_level("warning")
+        folder = run_folder(result_folder, method, budget_multiplier, function, instance, dimension)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        suite = cocoex.Suite("bbob-noisy", "", "")  # kept referenced while its problem is in use
+        problem = suite.get_problem_by_function_dimension_instance(function, dimension, instance)
+        observer = cocoex.Observer(
+            "bbob-noisy",
+            f"result_folder: {folder.name} outer_folder: {folder.parent} "
+            f"algorithm_name: {algorithm_name(method, budget_multiplier)}",
+        )
+        problem.observe_with(observer)
+        budget = budget_multiplier * dimension
+        lower, upper = float(problem.lower_bounds[0]), float(problem.upper_bounds[0])
+        recorded = _Recorded(problem)
+        evaluations = solve(method, recorded, problem.initial_solution, budget, lower, upper, seed, popsize).evaluations
+        problem.free()
+        del observer, suite
+        trajectory = read_trajectory(folder)
+        true = noise_free_values(function, instance, np.array(recorded.points)) if recorded.points else np.empty(0)
+        misranking = misranking_by_generation(recorded.values, true, generation_length(popsize, dimension))
     return {
         "method": method,
         "budget_multiplier": budget_multiplier,

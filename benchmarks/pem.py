@@ -3,6 +3,7 @@
     python benchmarks/pem.py [--seeds 0 1 2] [--instances 1 2 3] [--dimension 10]
     python benchmarks/pem.py --bias-only                          # the update bias on every function, D = 2
     python benchmarks/pem.py --suite-dir outputs/pem_suite        # the misranking-slice report of the suite runs
+    python benchmarks/pem.py --suite-dir A --against-dir B        # A's RB-PEM and sep-CMA-ES against B's methods
 
 Runs the ``pem`` recipe (D = 10, budgets 100 D and 200 D, f101-f130, ``--instances``; the external tasks with
 ``--seeds``) and reports, per budget, RB-PEM's and probe-and-switch's wins/losses/ties against every other
@@ -207,6 +208,25 @@ def suite_report(suite_dir: str, threshold: float, output_dir: str) -> dict:
     }
 
 
+def cross_suite_report(suite_dir: str, against_dir: str, threshold: float) -> dict:
+    """RB-PEM and sep-CMA-ES of one suite run (``suite_dir``, say at popsize 2 D) against every method of another
+    (``against_dir``, say at CMA-ES's default popsize) on the problems both ran, inside and outside the
+    high-misranking slice of ``against_dir``'s sep-CMA-ES: what a population size changes, apart from the weights."""
+    ours = [r | {"method": f"{r['method']}@suite"} for r in read_index(Path(suite_dir) / "coco")]
+    theirs = read_index(Path(against_dir) / "coco")
+    records = [r for r in ours if r["method"] in ("rb_pem@suite", "sep_cma@suite")] + theirs
+    return {
+        f"{row['budget']} {row['slice']}: {method} vs {baseline}": (
+            f"{row['wins']}/{row['losses']}/{row['ties']} sign p={row['p_value']:.2g} "
+            f"wilcoxon p={row['wilcoxon_p_value']:.2g}"
+        )
+        for method in ("rb_pem@suite", "sep_cma@suite")
+        for baseline in sorted({r["method"] for r in theirs})
+        for row in slice_tests(records, method, baseline, threshold)
+        if row["group"] == "all"
+    }
+
+
 def main() -> None:
     parser = benchmark_parser(__doc__, seeds=[0, 1, 2], seeds_help="external tasks")
     parser.add_argument("--instances", type=int, nargs="+", default=[1, 2, 3])
@@ -222,9 +242,17 @@ def main() -> None:
     parser.add_argument(
         "--suite-dir", help="only the misranking-slice report of the pem_suite runs in this output_dir of the recipe"
     )
+    parser.add_argument(
+        "--against-dir", help="with --suite-dir: its RB-PEM and sep-CMA-ES against this other suite run's methods"
+    )
     parser.add_argument("--misranking-threshold", type=float, default=0.25, help="the high-misranking slice")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.suite_dir and args.against_dir:
+        report = cross_suite_report(args.suite_dir, args.against_dir, args.misranking_threshold)
+        save_json(args.output_dir, "pem_cross_suite", report)
+        emit(report)
+        return
     if args.suite_dir:
         report = suite_report(args.suite_dir, args.misranking_threshold, args.output_dir)
         save_json(args.output_dir, "pem_suite", report)

@@ -19,6 +19,7 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # Examples that load no pretrained model and train nothing (seconds); every other example is slow.
 FAST = {
     "bo_robust.py",
+    "pem_additive_noise.py",
     "portfolio_selection.py",
     "seeded_perturb.py",
     "set_cover_lns.py",

@@ -295,7 +295,9 @@ def main() -> None:
         },
         "median_variance_ratio": statistics.median(run["variance_ratio"] for run in bias.values()),
     }
-    summary["weights_time_per_generation"] = weight_seconds(args.dimension, args.bias_popsize)
+    # a population size belongs to the dimension it was given with
+    timed = (args.bias_dimension, args.bias_popsize) if args.bias_popsize else (args.dimension, None)
+    summary["weights_time_per_generation"] = weight_seconds(*timed)
     summary["wall_seconds"] = round(time.perf_counter() - started, 1)
     save_json(
         args.output_dir, "pem", summary | {"winloss": results["winloss"], "task_runs": results["tasks"], "bias": bias}

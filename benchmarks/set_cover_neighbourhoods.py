@@ -9,9 +9,11 @@ denoiser's training regimes, ``correlated`` and ``rail_wide`` held out; seeds 10
 runs a fixed number of LNS iterations per policy, all freeing ``--size`` columns and repaired by HiGHS with the same
 per-subproblem limit, and reports per policy the mean seconds spent choosing the neighbourhood (for GLNS: the
 denoising trajectory) and repairing it, the mean objective decrease per iteration and per second, the share of
-subproblems HiGHS proved optimal and the median gap it left on the others, and the share of freed columns whose
-bit the repair changed. The policy ``glns_chance`` is GLNS with the instability scores replaced by random ones
-(same region, same connected growth), so GLNS minus it isolates what the score adds.
+subproblems HiGHS proved optimal and the median gap it left on the others, the share of freed columns whose bit the
+repair changed, and how many columns the policy freed and what share of the incumbent's columns were among them
+(a neighbourhood that frees few incumbent columns leaves the repair almost nothing to change). The policy
+``glns_chance`` is GLNS with the instability scores replaced by random ones (same region, same connected growth),
+so GLNS minus it isolates what the score adds.
 
 ``--score-check`` follows GLNS's own search for ``--iterations`` steps and, before each repair, also solves GLNS's
 whole region (twice the neighbourhood) with ``--region-time-limit``: the columns whose bit that solution changes
@@ -52,10 +54,13 @@ class ChanceScores(GenerativeNeighbourhood):
 def run(instance, choose, iterations: int, size: int, sub_time_limit: float, seed: int) -> dict:
     rng, incumbent = np.random.default_rng(seed), greedy(instance)
     best, choose_s, repair_s, gains, proved, gaps, changed = instance.objective(incumbent), [], [], [], [], [], []
+    freed, incumbent_freed = [], []
     for _ in range(iterations):
         started = time.perf_counter()
         free = choose(instance, incumbent, size, rng)
         chosen = time.perf_counter()
+        freed.append(len(free))
+        incumbent_freed.append(incumbent[free].sum() / incumbent.sum())
         candidate, optimal, gap = repair(instance, incumbent, free, sub_time_limit)
         choose_s.append(chosen - started)
         repair_s.append(time.perf_counter() - chosen)
@@ -75,6 +80,8 @@ def run(instance, choose, iterations: int, size: int, sub_time_limit: float, see
         "proved_optimal": statistics.fmean(proved),
         "median_gap_unproved": statistics.median(gaps) if gaps else 0.0,
         "changed_per_freed": statistics.fmean(changed),
+        "freed_columns": statistics.fmean(freed),
+        "incumbent_share_freed": statistics.fmean(incumbent_freed),
     }
 
 

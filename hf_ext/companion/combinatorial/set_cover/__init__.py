@@ -14,7 +14,13 @@ from .instance import COST_REGIMES, SetCoverInstance, beasley, cost_regime_insta
 from .lns import POLICIES, LNSConfig, LNSResult, Repair, repair, run_lns
 from .metrics import primal_gap, primal_integral, time_to_target
 from .mip import MipResult, solve_mip
-from .neighbourhood import grow_in_region, grow_neighbourhood, local_neighbourhood, random_neighbourhood
+from .neighbourhood import (
+    grow_in_region,
+    grow_neighbourhood,
+    local_neighbourhood,
+    near_incumbent,
+    random_neighbourhood,
+)
 from .training import DenoiserTrainingConfig, train_denoiser
 
 __all__ = [
@@ -38,6 +44,7 @@ __all__ = [
     "instability",
     "load_denoiser",
     "local_neighbourhood",
+    "near_incumbent",
     "primal_gap",
     "primal_integral",
     "random_neighbourhood",

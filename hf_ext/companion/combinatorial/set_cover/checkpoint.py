@@ -11,15 +11,21 @@ from hf_ext._cache import cache_root
 from hf_ext._files import open_safetensors, read_json
 
 from .diffusion import ColumnDenoiser
-from .training import DenoiserTrainingConfig, train_denoiser
+from .training import EXAMPLES_VERSION, DenoiserTrainingConfig, train_denoiser
 
 
 def save_denoiser(model: ColumnDenoiser, directory: str | Path, training: DenoiserTrainingConfig) -> Path:
-    """Write the weights and a config.json holding the architecture and the training settings."""
+    """Write the weights and a config.json holding the architecture, the training settings and the version of the
+    training examples' construction (``EXAMPLES_VERSION``)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     save_file(model.state_dict(), str(directory / "model.safetensors"))
-    config = {"hidden": model.hidden, "rounds": model.rounds, "training": asdict(training)}
+    config = {
+        "hidden": model.hidden,
+        "rounds": model.rounds,
+        "training": asdict(training),
+        "examples_version": EXAMPLES_VERSION,
+    }
     (directory / "config.json").write_text(json.dumps(config, indent=2))
     return directory
 
@@ -36,10 +42,12 @@ def load_denoiser(directory: str | Path) -> ColumnDenoiser:
 
 def default_denoiser(cache: str | Path | None = None, training: DenoiserTrainingConfig | None = None) -> ColumnDenoiser:
     """The denoiser trained with ``training`` (the defaults, as the recipe's shipped config), built once and cached
-    in ``cache`` (``$HF_EXT_CACHE`` or ``~/.cache/hf_ext``); a later call with the same settings only loads it."""
+    in ``cache`` (``$HF_EXT_CACHE`` or ``~/.cache/hf_ext``); a later call with the same settings and the same
+    ``EXAMPLES_VERSION`` only loads it."""
     training = training or DenoiserTrainingConfig()
     directory = Path(cache or cache_root()) / "set_cover_denoiser"
     config = directory / "config.json"
-    if not config.exists() or read_json(config, "default_denoiser").get("training") != asdict(training):
+    cached = read_json(config, "default_denoiser") if config.exists() else {}
+    if cached.get("training") != asdict(training) or cached.get("examples_version") != EXAMPLES_VERSION:
         save_denoiser(train_denoiser(training), directory, training)
     return load_denoiser(directory)

@@ -49,11 +49,36 @@ def grow_in_region(instance: SetCoverInstance, region: np.ndarray, scores: np.nd
     return grow_neighbourhood(instance, whole, size, int(region[np.argmax(scores)]), allowed)
 
 
+def near_incumbent(instance: SetCoverInstance, incumbent: np.ndarray, count: int, start: int, rng) -> np.ndarray:
+    """Up to ``count`` incumbent columns around the incumbent column ``start``, in layers of nearness, the last layer
+    sampled. Two incumbent columns are near when some column shares a row with each: one a repair could swap in
+    for parts of both.
+
+    Why not only incumbent columns that share a row: a cover with little overlap (on correlated costs every row is
+    covered 1.09 times on average) falls apart into pieces of two or three columns that way, and a neighbourhood
+    freeing two incumbent columns holds no improvement."""
+    csc, csr = instance.matrix, instance.rows_to_columns
+    seen = np.zeros(instance.n_columns, dtype=bool)
+    seen[start] = True
+    layer = np.array([start])
+    layers, total = [layer], 1
+    while total < count and len(layer):
+        bridges = np.unique(csr[np.unique(csc[:, layer].indices)].indices)
+        reached = np.unique(csr[np.unique(csc[:, bridges].indices)].indices)
+        layer = reached[incumbent[reached] & ~seen[reached]]
+        if total + len(layer) > count:
+            layer = rng.choice(layer, count - total, replace=False)
+        seen[layer] = True
+        layers.append(layer)
+        total += len(layer)
+    return np.concatenate(layers)
+
+
 def local_neighbourhood(instance: SetCoverInstance, incumbent: np.ndarray, size: int, rng) -> np.ndarray:
-    """Row-based local: up to ``size // 2`` incumbent columns connected through shared rows around a random one,
-    then the columns covering most of their rows per unit cost, up to ``size`` in all."""
+    """Row-based local: up to ``size // 2`` incumbent columns near a random one (:func:`near_incumbent`), then the
+    columns covering most of their rows per unit cost, up to ``size`` in all."""
     start = int(rng.choice(np.flatnonzero(incumbent)))
-    inside = grow_neighbourhood(instance, rng.random(instance.n_columns), size // 2 or 1, start, allowed=incumbent)
+    inside = near_incumbent(instance, incumbent, size // 2 or 1, start, rng)
     rows = np.unique(instance.matrix[:, inside].indices)
     hits = np.bincount(instance.rows_to_columns[rows].indices, minlength=instance.n_columns).astype(np.float64)
     hits[incumbent] = 0

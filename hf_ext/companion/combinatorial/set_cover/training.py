@@ -16,6 +16,10 @@ from .instance import beasley, rail_like
 from .lns import repair
 from .neighbourhood import local_neighbourhood
 
+# Raised whenever ``training_examples`` builds other examples from the same settings, so that a default denoiser
+# cached before is retrained (2: regions reach incumbent columns through the columns that bridge them)
+EXAMPLES_VERSION = 2
+
 
 @dataclass
 class DenoiserTrainingConfig:

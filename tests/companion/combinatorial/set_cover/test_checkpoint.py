@@ -44,3 +44,17 @@ def test_default_is_trained_once_then_loaded_and_retrained_for_other_settings(tm
     monkeypatch.undo()
     other = default_denoiser(tmp_path, DenoiserTrainingConfig(**{**vars(TINY), "seed": 1}))
     assert not _same(first, other)
+
+
+def test_default_cached_from_older_training_examples_is_retrained(tmp_path, monkeypatch):
+    """The cache key holds the examples' version as well as the settings: when ``training_examples`` changes, the
+    same settings no longer give the same denoiser."""
+    default_denoiser(tmp_path, TINY)
+    retrained = []
+    monkeypatch.setattr(checkpoint, "train_denoiser", lambda config: retrained.append(config) or ColumnDenoiser())
+    monkeypatch.setattr(checkpoint, "EXAMPLES_VERSION", checkpoint.EXAMPLES_VERSION + 1)
+    default_denoiser(tmp_path, TINY)
+    assert retrained == [TINY]
+    assert json.loads((tmp_path / "set_cover_denoiser" / "config.json").read_text())["examples_version"] == (
+        checkpoint.EXAMPLES_VERSION
+    )

@@ -2,9 +2,11 @@ import importlib
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from hf_ext.companion.combinatorial.set_cover import (
     LNSConfig,
+    SetCoverInstance,
     beasley,
     greedy,
     local_neighbourhood,
@@ -96,3 +98,19 @@ def test_an_initial_cover_of_the_wrong_length_is_named(instance):
     message = r"`initial` must be a mask of one entry per column \(3000\), got shape \(2999,\)"
     with pytest.raises(ValueError, match=message):
         run_lns(instance, LNSConfig(time_limit=1.0), initial=greedy(instance)[:-1])
+
+
+def test_local_neighbourhood_reaches_incumbent_columns_that_share_no_row():
+    """A cover without overlap (rows 0..9 each covered by its own incumbent column; bridge columns cover rows i and
+    i + 1): incumbent columns are near through the bridges, so the neighbourhood frees ``size // 2`` of them and
+    not just the one it starts from, which could not improve. On correlated costs GLNS's regions held 2 of 1063."""
+    n = 10
+    rows = [*range(n), *range(n - 1), *range(1, n)]
+    columns = [*range(n), *range(n, 2 * n - 1), *range(n, 2 * n - 1)]
+    matrix = sp.csc_array((np.ones(len(rows)), (rows, columns)), shape=(n, 2 * n - 1))
+    instance = SetCoverInstance(np.r_[np.full(n, 2.0), np.full(n - 1, 3.0)], matrix)
+    incumbent = np.arange(2 * n - 1) < n
+    free = local_neighbourhood(instance, incumbent, 10, np.random.default_rng(0))
+    inside = np.sort(free[incumbent[free]])
+    assert len(inside) == 5 and inside[-1] - inside[0] <= 5  # five incumbent columns, the start's nearest
+    assert len(free) == 10 and len(np.unique(free)) == 10

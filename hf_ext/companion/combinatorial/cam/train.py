@@ -2,9 +2,9 @@
 
 Both optimise one objective: the expected terminal energy ``E[E(x_T)]`` plus ``tau`` times the KL divergence of the
 flip decisions from a reference chain flipping each node with probability ``config.reference_flip`` (``tau``
-annealed from ``tau_start`` to ``tau_end``). A lazy reference matters: when every node flips with probability 1/2
-the next state is independent of the current one, every carried adjoint is zero in expectation, and max-cut (whose
-energy gradient averages to zero over a random state) gets no signal at all.
+annealed from ``tau_start`` to ``config.final_temperature``). A lazy reference matters: when every node flips with
+probability 1/2 the next state is independent of the current one, every carried adjoint is zero in expectation, and
+max-cut (whose energy gradient averages to zero over a random state) gets no signal at all.
 CAM: roll out without gradients, carry the discrete adjoint ``a_k ~ dE[E(x_T) | x_k]/dx_k`` backward along each
 trajectory (:func:`adjoint_targets`); flipping node i at step k then changes the expected terminal energy by
 ``-benefit = (1 - 2 x_k[i]) a_{k+1}[i]``, and the network's flip probability ``p`` at that state is fitted by
@@ -32,7 +32,7 @@ from .sampler import Trajectory, flip_logits, rollout
 
 
 def temperature(config: CAMConfig, progress: float) -> float:
-    return config.tau_start * (config.tau_end / config.tau_start) ** min(max(progress, 0.0), 1.0)
+    return config.tau_start * (config.final_temperature / config.tau_start) ** min(max(progress, 0.0), 1.0)
 
 
 def base_logit(config: CAMConfig) -> float:
@@ -124,7 +124,7 @@ def training_signal_variance(model: FlipGNN, config: CAMConfig, graphs: list[Gra
     for _ in range(repeats):
         trajectory = rollout(model, batch, config.steps, config.chains, generator)
         model.zero_grad()
-        LOSSES[config.method](model, config, batch, trajectory, config.tau_end).backward()
+        LOSSES[config.method](model, config, batch, trajectory, config.final_temperature).backward()
         grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
     grads = torch.stack(grads)
     variance = float(grads.var(0, unbiased=True).sum())

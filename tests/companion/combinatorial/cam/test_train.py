@@ -21,7 +21,7 @@ from hf_ext.companion.combinatorial.cam import (
     train,
     training_signal_variance,
 )
-from hf_ext.companion.combinatorial.cam.train import base_logit, cam_loss, reinforce_loss
+from hf_ext.companion.combinatorial.cam.train import base_logit, cam_loss, reinforce_loss, temperature
 
 
 @pytest.mark.parametrize("problem", ["mis", "maxcut"])
@@ -108,12 +108,21 @@ def test_save_pretrained_round_trip_and_damaged_files(tmp_path):
         ("method", "ppo", r"`method` must be one of \['cam', 'reinforce'\]"),
         ("beta", math.nan, "`beta` must be a finite number"),
         ("tau_end", 5.0, "`tau_end` must be <= tau_start"),
+        ("tau_end", 0.0, "`tau_end` must be > 0"),
         ("base_flip", 0.0, r"`base_flip` must be in \(0, 1\)"),
     ],
 )
 def test_bad_config_names_the_field(field, value, message):
     with pytest.raises(ValueError, match=f"CAMConfig: {message}"):
         CAMConfig(**{field: value})
+
+
+def test_an_unset_end_temperature_is_the_problems_own():
+    """Max-cut ends warmer than MIS (its training collapsed near its end at MIS's 0.2); a set ``tau_end`` wins."""
+    assert CAMConfig(problem="mis").final_temperature == 0.2
+    assert CAMConfig(problem="maxcut").final_temperature == 0.5
+    assert CAMConfig(problem="maxcut", tau_end=0.2).final_temperature == 0.2
+    assert temperature(CAMConfig(problem="maxcut"), 1.0) == pytest.approx(0.5)
 
 
 def test_reinforce_baseline_is_per_graph_and_its_entropy_bonus_is_cams_temperature():

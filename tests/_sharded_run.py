@@ -1,6 +1,7 @@
 """Run by torchrun with 2 CPU processes from test_sharded.py: progressive binarization trained on FSDP2 shards, its
 packed export and the plasticity metrics, next to one process (rank 0) on the same global batches."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -58,6 +59,7 @@ def main(out_dir: Path) -> None:
         results["single"] = run("single", out_dir)
         torch.save(results, out_dir / "results.pt")
     dist.destroy_process_group()
+    os._exit(0)  # not Python's shutdown, where gloo's threads freeing a DTensor gather abort it (pytorch#190489)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Run by torchrun with 2 CPU processes from test_sharded_muon.py: ShardedMuon on row shards of tall and wide matrices
 in fp32 and bf16 next to torch.optim.Muon on the whole matrices, with the same gradients; rank 0 writes both."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def main(out_dir: Path) -> None:
     if dist.get_rank() == 0:
         torch.save(results, out_dir / "muon.pt")
     dist.destroy_process_group()
+    os._exit(0)  # not Python's shutdown, where gloo's threads freeing a DTensor gather abort it (pytorch#190489)
 
 
 if __name__ == "__main__":

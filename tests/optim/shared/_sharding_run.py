@@ -1,6 +1,7 @@
 """Run by torchrun with 2 CPU processes from test_sharding.py: OwnerExchange on DTensor shards of uneven,
 column-split and mixed-dtype matrices; rank 0 writes what it saw."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -45,6 +46,7 @@ def main(out_dir: Path) -> None:
         expected = [whole_function([full[i][0], full[i][0].bfloat16() + 1]) for i in (2, 0, 1)]
         torch.save({"calls": gathered, "results": whole_results, "expected": expected}, out_dir / "exchange.pt")
     dist.destroy_process_group()
+    os._exit(0)  # not Python's shutdown, where gloo's threads freeing a DTensor gather abort it (pytorch#190489)
 
 
 if __name__ == "__main__":

@@ -7,14 +7,15 @@
 Per seed, for MIS: trains :class:`hf_ext.companion.combinatorial.cam.FlipGNN` by CAM and by the REINFORCE baseline
 for the same wall-clock time (``train_seconds``; the solver's settings are :class:`CAMConfig`'s own fields but
 ``problem``, ``method`` and ``seed``, which each run sets) on Erdos-Renyi graphs of ``train_nodes`` nodes (edge
-probability ``edge_prob``), then evaluates both (best of ``eval_chains`` chains) with min-degree greedy,
-2-improvement local search and, on ER graphs of ``exact_nodes`` nodes, the exact MIS by HiGHS, on held-out ER graphs
-of the training sizes, on ``transfer_scales`` times larger ones (transfer), on the ``exact_nodes`` set and, where
-set, on ER graphs of ``large_nodes`` nodes (reference: the best set found, with HiGHS and an iterated local search
-given ``large_time_limit`` seconds per graph) and RB graphs of ``rb_vars`` variables (solved by HiGHS). For
-max-cut the same on Barabasi-Albert graphs (one-flip local search; the reference is the best cut found).
-It also measures the variance of the two training signals directly: gradients of independent rollouts at the
-same weights.
+probability ``edge_prob``), then evaluates both (best of ``eval_chains`` chains; as ``cam+ls`` and ``reinforce+ls``
+with each chain's solution first improved by the local search; ``untrained`` and ``untrained+ls`` are the untrained
+network's chains, the reference chain, so K random restarts) with min-degree greedy, 2-improvement local search and,
+on ER graphs of ``exact_nodes`` nodes, the exact MIS by HiGHS, on held-out ER graphs of the training sizes, on
+``transfer_scales`` times larger ones (transfer), on the ``exact_nodes`` set and, where set, on ER graphs of
+``large_nodes`` nodes (reference: the best set found, with HiGHS and an iterated local search given
+``large_time_limit`` seconds per graph) and RB graphs of ``rb_vars`` variables (solved by HiGHS). For max-cut the
+same on Barabasi-Albert graphs (one-flip local search; the reference is the best cut found). It also measures the
+variance of the two training signals directly: gradients of independent rollouts at the same weights.
 
 Writes ``runs.csv`` (one row per seed, problem, evaluation set and method: mean value, gap to the reference,
 seconds), ``results.json`` (rows, summary, signal variances, training curves, the rollouts' chain diagnostics over
@@ -33,6 +34,7 @@ The jobs run ``workers`` at a time on local processes, or on any ``concurrent.fu
 (``accelerate launch``, ``torchrun``), the main one runs them and the others wait.
 """
 
+import itertools
 import statistics
 import time
 from concurrent.futures import Executor
@@ -196,10 +198,11 @@ def evaluate(problem, name, graphs, models, config, args, seed, strong_time_limi
     """One row per method on one evaluation set: mean value and mean gap to the reference per graph; with
     ``strong_time_limit`` (MIS), also HiGHS and the iterated local search for that many seconds per graph."""
     values, seconds = {}, {}
-    for method, model in models.items():
-        start = time.perf_counter()
-        values[method] = solve(model, problem, batch_graphs(graphs), config.steps, args.eval_chains, seed)[0].tolist()
-        seconds[method] = time.perf_counter() - start
+    batch = batch_graphs(graphs)
+    for (method, model), local_search in itertools.product(models.items(), (False, True)):
+        label, start = method + "+ls" * local_search, time.perf_counter()
+        values[label] = solve(model, problem, batch, config.steps, args.eval_chains, seed, local_search)[0].tolist()
+        seconds[label] = time.perf_counter() - start
     start = time.perf_counter()
     found = [classical(problem, g) for g in graphs]
     for method in ("greedy", "local_search"):
@@ -268,7 +271,8 @@ def run_job(problem: str, seed: int, config: CAMSolverConfig, args: CAMArguments
     rows = []
     for i, (name, (graph_family, lo, hi)) in enumerate(sets.items()):
         graphs = instances(graph_family, lo, hi, args.eval_graphs, args, 10_000 + 97 * seed + i)
-        rows += evaluate(problem, name, graphs, models, config, args, seed, args.large_time_limit * (name == large))
+        rows += evaluate(problem, name, graphs, models | {"untrained": initial}, config, args, seed,
+                         args.large_time_limit * (name == large))
     return {
         "rows": rows,
         "variance": {"seed": seed, "problem": problem} | variance,

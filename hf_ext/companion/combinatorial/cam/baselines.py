@@ -32,11 +32,8 @@ def local_search_mis(graph: Graph, start: np.ndarray, max_rounds: int = 1000) ->
     neighbour is v (free nodes are added as they appear)."""
     nbrs, chosen = graph.neighbours(), start.astype(bool).copy()
     for _ in range(max_rounds):
-        tight = np.zeros(graph.num_nodes, dtype=int)
-        for u, v in graph.edges.tolist():
-            tight[u] += chosen[v]
-            tight[v] += chosen[u]
-        free = [u for u in range(graph.num_nodes) if not chosen[u] and tight[u] == 0]
+        tight = _chosen_neighbours(graph, chosen)
+        free = np.flatnonzero(~chosen & (tight == 0)).tolist()
         if free:
             for u in free:
                 if not any(chosen[w] for w in nbrs[u]):
@@ -45,6 +42,13 @@ def local_search_mis(graph: Graph, start: np.ndarray, max_rounds: int = 1000) ->
         if not _two_improve(nbrs, chosen, tight):
             break
     return chosen
+
+
+def _chosen_neighbours(graph: Graph, chosen: np.ndarray) -> np.ndarray:
+    """How many chosen neighbours each node has."""
+    i, j = graph.edges.T
+    n = graph.num_nodes
+    return (np.bincount(i, chosen[j], n) + np.bincount(j, chosen[i], n)).astype(int)
 
 
 def _two_improve(nbrs, chosen, tight) -> bool:

@@ -9,9 +9,12 @@ from dataclasses import dataclass
 
 import torch
 
+from .baselines import local_search_maxcut, local_search_mis
 from .graphs import GraphBatch
 from .model import FlipGNN
 from .problems import decode, objective
+
+LOCAL_SEARCH = {"mis": local_search_mis, "maxcut": local_search_maxcut}
 
 
 def times(steps: int) -> torch.Tensor:
@@ -60,12 +63,32 @@ def rollout(model: FlipGNN, batch: GraphBatch, steps: int, chains: int, generato
 
 @torch.no_grad()
 def solve(
-    model: FlipGNN, problem: str, batch: GraphBatch, steps: int, chains: int, seed: int = 0
+    model: FlipGNN, problem: str, batch: GraphBatch, steps: int, chains: int, seed: int = 0,
+    local_search: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Best-of-K decoded solution per graph: ``(values (G,), solution (N,))``, values as :func:`objective`;
-    each chain's expected terminal state is decoded."""
+    each chain's expected terminal state is decoded. With ``local_search``, each chain's decoded solution is then
+    improved by the problem's classical local search (MIS 2-improvement, max-cut one-flip) before the best is kept,
+    the post-processing neural solvers are usually reported with."""
     trajectory = rollout(model, batch, steps, chains, torch.Generator().manual_seed(seed))
     solutions = decode(problem, batch, trajectory.expected_terminal())
+    if local_search:
+        solutions = locally_improved(problem, batch, solutions)
     values = objective(problem, batch, solutions)
     best = values.argmax(0)
     return values.max(0).values, solutions[best[batch.graph_of], torch.arange(batch.num_nodes)]
+
+
+def locally_improved(problem: str, batch: GraphBatch, solutions: torch.Tensor) -> torch.Tensor:
+    """``(K, N)`` decoded solutions, each graph's part improved by :data:`LOCAL_SEARCH` (a solution several chains
+    decoded to is searched once)."""
+    improved = solutions.clone()
+    for g, graph in enumerate(batch.graphs):
+        low, high = batch.offsets[g], batch.offsets[g + 1]
+        searched: dict[bytes, torch.Tensor] = {}
+        for k, start in enumerate(solutions[:, low:high].bool().numpy()):
+            key = start.tobytes()
+            if key not in searched:
+                searched[key] = torch.as_tensor(LOCAL_SEARCH[problem](graph, start), dtype=solutions.dtype)
+            improved[k, low:high] = searched[key]
+    return improved

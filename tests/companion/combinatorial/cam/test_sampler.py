@@ -2,7 +2,18 @@ import numpy as np
 import pytest
 import torch
 
-from hf_ext.companion.combinatorial.cam import FlipGNN, Graph, batch_graphs, erdos_renyi, rollout, solve
+from hf_ext.companion.combinatorial.cam import (
+    FlipGNN,
+    Graph,
+    batch_graphs,
+    decode,
+    erdos_renyi,
+    local_search_maxcut,
+    local_search_mis,
+    objective,
+    rollout,
+    solve,
+)
 
 
 def test_rollout_shapes_and_xor_dynamics():
@@ -34,6 +45,26 @@ def test_best_of_k_is_the_best_chain_per_graph_and_batching_keeps_graphs_apart()
     assert values[0] == solution[:15].sum() and values[2] == solution[15:].sum()
     assert (solution[batch.edges[:, 0]] * solution[batch.edges[:, 1]]).sum() == 0
     assert values.min() >= solve(model, "mis", batch, steps=3, chains=1, seed=0)[0].min()
+
+
+@pytest.mark.parametrize("problem, search", [("mis", local_search_mis), ("maxcut", local_search_maxcut)])
+def test_local_search_improves_every_chain_before_the_best_is_kept(problem, search):
+    torch.manual_seed(0)
+    model = FlipGNN(8, 2)
+    graphs = [erdos_renyi(30, 0.2, 0), Graph(0, np.zeros((0, 2))), erdos_renyi(25, 0.3, 1)]
+    batch = batch_graphs(graphs)
+    plain = solve(model, problem, batch, steps=3, chains=5, seed=2)[0]
+    values, solution = solve(model, problem, batch, steps=3, chains=5, seed=2, local_search=True)
+    decoded = decode(problem, batch, rollout(model, batch, 3, 5, torch.Generator().manual_seed(2)).expected_terminal())
+    searched = torch.zeros_like(decoded)
+    for k, chain in enumerate(decoded.bool().numpy()):
+        for g, graph in enumerate(graphs):
+            low, high = batch.offsets[g], batch.offsets[g + 1]
+            searched[k, low:high] = torch.as_tensor(search(graph, chain[low:high]), dtype=torch.float32)
+    torch.testing.assert_close(values, objective(problem, batch, searched).max(0).values)
+    assert (values >= plain).all() and (values > plain).any()
+    if problem == "mis":
+        assert (solution[batch.edges[:, 0]] * solution[batch.edges[:, 1]]).sum() == 0
 
 
 @pytest.mark.parametrize("steps, chains", [(0, 2), (3, 0)])

@@ -8,14 +8,14 @@ Per seed, for MIS: trains :class:`hf_ext.companion.combinatorial.cam.FlipGNN` by
 for the same wall-clock time (``train_seconds``; the solver's settings are :class:`CAMConfig`'s own fields but
 ``problem``, ``method`` and ``seed``, which each run sets) on Erdos-Renyi graphs of ``train_nodes`` nodes (edge
 probability ``edge_prob``), then evaluates both (best of ``eval_chains`` chains; as ``cam+ls`` and ``reinforce+ls``
-with each chain's solution first improved by the local search; ``untrained`` and ``untrained+ls`` are the untrained
-network's chains, the reference chain, so K random restarts) with min-degree greedy, 2-improvement local search and,
-on ER graphs of ``exact_nodes`` nodes, the exact MIS by HiGHS, on held-out ER graphs of the training sizes, on
-``transfer_scales`` times larger ones (transfer), on the ``exact_nodes`` set and, where set, on ER graphs of
-``large_nodes`` nodes (reference: the best set found, with HiGHS and an iterated local search given
-``large_time_limit`` seconds per graph) and RB graphs of ``rb_vars`` variables (solved by HiGHS). For max-cut the
-same on Barabasi-Albert graphs (one-flip local search; the reference is the best cut found). It also measures the
-variance of the two training signals directly: gradients of independent rollouts at the same weights.
+with each chain's solution first improved by the local search) with min-degree greedy, 2-improvement local search
+(from greedy, and ``multistart_ls``: the best of as many random starts as there are chains) and, on ER graphs of
+``exact_nodes`` nodes, the exact MIS by HiGHS, on held-out ER graphs of the training sizes, on ``transfer_scales``
+times larger ones (transfer), on the ``exact_nodes`` set and, where set, on ER graphs of ``large_nodes`` nodes
+(reference: the best set found, with HiGHS and an iterated local search given ``large_time_limit`` seconds per
+graph) and RB graphs of ``rb_vars`` variables (solved by HiGHS). For max-cut the same on Barabasi-Albert graphs
+(one-flip local search; the reference is the best cut found). It also measures the variance of the two training
+signals directly: gradients of independent rollouts at the same weights.
 
 Writes ``runs.csv`` (one row per seed, problem, evaluation set and method: mean value, gap to the reference,
 seconds), ``results.json`` (rows, summary, signal variances, training curves, the rollouts' chain diagnostics over
@@ -59,6 +59,7 @@ from hf_ext.companion.combinatorial.cam import (
     iterated_local_search_mis,
     local_search_maxcut,
     local_search_mis,
+    multistart_local_search,
     rb_graph,
     solve,
     train,
@@ -186,12 +187,20 @@ def instances(family: str, low: int, high: int, count: int, args: CAMArguments, 
     return [make(int(n), seed * 100_003 + i) for i, n in enumerate(sizes)]
 
 
-def classical(problem: str, graph) -> dict[str, float]:
+def classical(problem: str, starts: int, seed: int) -> dict:
+    """Each classical reference as graph -> value: greedy, local search from greedy, and the best local search of
+    ``starts`` random starts."""
     if problem == "mis":
-        greedy = greedy_mis(graph)
-        return {"greedy": float(greedy.sum()), "local_search": float(local_search_mis(graph, greedy).sum())}
-    greedy = greedy_maxcut(graph)
-    return {"greedy": cut_value(graph, greedy), "local_search": cut_value(graph, local_search_maxcut(graph, greedy))}
+        return {
+            "greedy": lambda g: float(greedy_mis(g).sum()),
+            "local_search": lambda g: float(local_search_mis(g, greedy_mis(g)).sum()),
+            "multistart_ls": lambda g: float(multistart_local_search(problem, g, starts, seed).sum()),
+        }
+    return {
+        "greedy": lambda g: cut_value(g, greedy_maxcut(g)),
+        "local_search": lambda g: cut_value(g, local_search_maxcut(g, greedy_maxcut(g))),
+        "multistart_ls": lambda g: cut_value(g, multistart_local_search(problem, g, starts, seed)),
+    }
 
 
 def evaluate(problem, name, graphs, models, config, args, seed, strong_time_limit: float = 0.0) -> list[dict]:
@@ -203,18 +212,15 @@ def evaluate(problem, name, graphs, models, config, args, seed, strong_time_limi
         label, start = method + "+ls" * local_search, time.perf_counter()
         values[label] = solve(model, problem, batch, config.steps, args.eval_chains, seed, local_search)[0].tolist()
         seconds[label] = time.perf_counter() - start
-    start = time.perf_counter()
-    found = [classical(problem, g) for g in graphs]
-    for method in ("greedy", "local_search"):
-        values[method] = [f[method] for f in found]
-        seconds[method] = (time.perf_counter() - start) / 2
-    strong = {
-        "ils": lambda g: iterated_local_search_mis(g, greedy_mis(g), strong_time_limit, seed=seed),
-        "highs": lambda g: exact_mis(g, strong_time_limit)[0],
-    }
-    for method, solver in strong.items() if strong_time_limit > 0 else ():
+    solvers = classical(problem, args.eval_chains, seed)
+    if strong_time_limit > 0:
+        solvers["ils"] = lambda g: float(
+            iterated_local_search_mis(g, greedy_mis(g), strong_time_limit, seed=seed).sum()
+        )
+        solvers["highs"] = lambda g: float(exact_mis(g, strong_time_limit)[0].sum())
+    for method, solver in solvers.items():
         start = time.perf_counter()
-        values[method], seconds[method] = [float(solver(g).sum()) for g in graphs], time.perf_counter() - start
+        values[method], seconds[method] = [solver(g) for g in graphs], time.perf_counter() - start
     exact = problem == "mis" and name.startswith("exact")
     if exact:
         start = time.perf_counter()
@@ -271,8 +277,7 @@ def run_job(problem: str, seed: int, config: CAMSolverConfig, args: CAMArguments
     rows = []
     for i, (name, (graph_family, lo, hi)) in enumerate(sets.items()):
         graphs = instances(graph_family, lo, hi, args.eval_graphs, args, 10_000 + 97 * seed + i)
-        rows += evaluate(problem, name, graphs, models | {"untrained": initial}, config, args, seed,
-                         args.large_time_limit * (name == large))
+        rows += evaluate(problem, name, graphs, models, config, args, seed, args.large_time_limit * (name == large))
     return {
         "rows": rows,
         "variance": {"seed": seed, "problem": problem} | variance,

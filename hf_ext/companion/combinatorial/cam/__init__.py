@@ -13,6 +13,7 @@ from .baselines import (
     iterated_local_search_mis,
     local_search_maxcut,
     local_search_mis,
+    multistart_local_search,
 )
 from .config import METHODS, CAMConfig
 from .diagnostics import chain_diagnostics, conflicting_edges
@@ -50,6 +51,7 @@ __all__ = [
     "iterated_local_search_mis",
     "local_search_maxcut",
     "local_search_mis",
+    "multistart_local_search",
     "objective",
     "rb_graph",
     "rollout",

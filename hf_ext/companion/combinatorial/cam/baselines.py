@@ -159,6 +159,30 @@ def local_search_maxcut(graph: Graph, start: np.ndarray, max_rounds: int = 100_0
     return side
 
 
+def multistart_local_search(problem: str, graph: Graph, starts: int, seed: int = 0) -> np.ndarray:
+    """The best of ``starts`` local searches from random starts (MIS: random-order greedy maximal independent sets,
+    2-improvement; max-cut: random sides, one-flip): the classical counterpart of best-of-K chains with local
+    search at the same K."""
+    if problem not in ("mis", "maxcut"):
+        raise ValueError(f"multistart_local_search: `problem` must be 'mis' or 'maxcut', got {problem!r}")
+    if starts < 1:
+        raise ValueError(f"multistart_local_search: `starts` must be >= 1, got {starts!r}")
+    rng = np.random.default_rng(seed)
+    if problem == "maxcut":
+        found = (local_search_maxcut(graph, rng.random(graph.num_nodes) < 0.5) for _ in range(starts))
+        return max(found, key=lambda side: cut_value(graph, side))
+    nbrs = graph.neighbours()
+    found = (local_search_mis(graph, _random_maximal_set(nbrs, rng)) for _ in range(starts))
+    return max(found, key=np.sum)
+
+
+def _random_maximal_set(nbrs: list[set[int]], rng) -> np.ndarray:
+    chosen = np.zeros(len(nbrs), dtype=bool)
+    for v in rng.permutation(len(nbrs)).tolist():
+        chosen[v] = not any(chosen[u] for u in nbrs[v])
+    return chosen
+
+
 def _solve_binary_ilp(cost: np.ndarray, entries, upper: np.ndarray, time_limit: float):
     """``min cost @ x`` over binary ``x`` with ``A @ x <= upper``, ``A``'s nonzeros ``entries = (values, (rows,
     columns))``: ``(x, proven optimal)``, all-false where HiGHS found no solution in time (feasible for both

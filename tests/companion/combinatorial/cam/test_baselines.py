@@ -13,6 +13,7 @@ from hf_ext.companion.combinatorial.cam import (
     iterated_local_search_mis,
     local_search_maxcut,
     local_search_mis,
+    multistart_local_search,
 )
 
 
@@ -67,6 +68,23 @@ def test_maxcut_references_on_a_triangle_and_a_ba_graph():
     greedy = greedy_maxcut(graph)
     assert optimal and cut_value(graph, greedy) <= cut_value(graph, local_search_maxcut(graph, greedy))
     assert cut_value(graph, local_search_maxcut(graph, greedy)) <= cut_value(graph, exact)
+
+
+@pytest.mark.parametrize("problem", ["mis", "maxcut"])
+def test_multistart_local_search_keeps_the_best_start(problem):
+    graph = erdos_renyi(60, 0.15, 1)
+    value = (lambda chosen: chosen.sum()) if problem == "mis" else (lambda side: cut_value(graph, side))
+    once, many = (multistart_local_search(problem, graph, starts, seed=3) for starts in (1, 16))
+    assert value(once) <= value(many)  # the first of the 16 starts is the single one
+    if problem == "mis":  # a maximal independent set where 2-improvement from greedy stops at 17 of the exact 20
+        assert independent(graph, many) and all(
+            any(many[u] for u in graph.neighbours()[v]) for v in np.flatnonzero(~many)
+        )
+        assert value(many) > 17
+    with pytest.raises(ValueError, match="`starts` must be >= 1"):
+        multistart_local_search(problem, graph, 0)
+    with pytest.raises(ValueError, match="`problem` must be 'mis' or 'maxcut'"):
+        multistart_local_search("tsp", graph, 2)
 
 
 def test_empty_graph_references():

@@ -5,12 +5,16 @@
     python benchmarks/cam.py --train-steps 400 --problems mis --seeds 3 4 5 --hidden 64 --layers 8  # paper-sized net
     python benchmarks/cam.py --problems maxcut --base-flip 0.5     # max-cut under the uniform reference chain
     python benchmarks/cam.py --train-steps 1000 --problems mis --seeds 4 --hidden 64 --layers 8 --eval-chains 128
+    python benchmarks/cam.py --train-steps 1000 --problems mis --seeds 3 4 5 6 7 8 --hidden 64 --layers 8 \
+        --large-time-limit 0 --workers 6   # one process per seed; a rerun reuses the jobs stored in --output-dir
 
 Runs the ``cam`` recipe (recipes/cam.py) with its shipped config, per seed: MIS on held-out ER(n, 0.15) graphs of
 100-200 nodes (the training sizes), 200-400 nodes (transfer) and 100 nodes (solved exactly by HiGHS, the outside
 reference), ER-700-800 (the paper's anchor size; reference: the best set found, HiGHS and an iterated local search
 with a time limit among them) and RB graphs (HiGHS), max-cut
-on BA(n, 4) graphs of the same sizes (reference: the best cut found). Prints the mean and
+on BA(n, 4) graphs of the same sizes (reference: the best cut found). CAM and REINFORCE are also reported with the
+local search run on every chain's solution (``cam+ls``, ``reinforce+ls``), against local search from as many random
+starts (``multistart_ls``). Prints the mean and
 standard deviation over seeds of each method's value and gap, the training-signal variance of CAM and
 REINFORCE (gradients of independent rollouts at the same weights), what the rollouts end in before decoding at the
 end of training (terminal energy, MIS conflicts, the adjoint's signal per step), and a JSON object on the last line.
@@ -44,13 +48,15 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=None, help="GNN width; default the shipped config's")
     parser.add_argument("--layers", type=int, default=None,
                         help="GNN message-passing layers; default the shipped config's")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="(problem, seed) jobs at a time on local processes; default the shipped config's")
     args = parser.parse_args()
     budget = (["--train_seconds", str(args.train_seconds)] if args.train_steps is None
               else ["--train_seconds", "inf", "--train_steps", str(args.train_steps)])
     flags = ["--config", str(shipped_config("cam")), "--output_dir", args.output_dir, "--seeds", *map(str, args.seeds),
              *budget, "--eval_graphs", str(args.eval_graphs),
              "--problems", *args.problems]
-    for flag in ("base_flip", "large_time_limit", "hidden", "layers", "eval_chains"):
+    for flag in ("base_flip", "large_time_limit", "hidden", "layers", "eval_chains", "workers"):
         if getattr(args, flag) is not None:
             flags += [f"--{flag}", str(getattr(args, flag))]
     results = run_recipe(flags)

@@ -7,18 +7,10 @@ for column, in a few hundred numpy rounds instead of a Python step per column (1
 
 import numpy as np
 
-from .instance import SetCoverInstance
+from .instance import SetCoverInstance, gather
 
 POOL = 16384  # columns whose exact ratio a greedy round recomputes (the ones with the lowest lower bounds)
 RUN = 1024  # at most this many picks per round: conflicts are checked among them
-
-
-def _gather(indptr: np.ndarray, indices: np.ndarray, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of ``columns`` concatenated, and for each entry its position in ``columns``."""
-    counts = indptr[columns + 1] - indptr[columns]
-    owner = np.repeat(np.arange(len(columns)), counts)
-    offsets = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
-    return indices[indptr[columns][owner] + offsets], owner
 
 
 def _first_conflict(rows: np.ndarray, owner: np.ndarray, n: int) -> int:
@@ -51,7 +43,7 @@ def greedy(instance: SetCoverInstance) -> np.ndarray:
     bound = costs / np.maximum(np.diff(indptr), 1)
     while uncovered.any():
         pool, (limit, limit_index) = _lowest(bound, POOL)
-        pool_rows, pool_owner = _gather(indptr, indices, pool)
+        pool_rows, pool_owner = gather(indptr, indices, pool)
         while True:
             new = np.bincount(pool_owner, weights=uncovered[pool_rows], minlength=len(pool))
             with np.errstate(divide="ignore"):
@@ -82,11 +74,11 @@ def remove_redundant(instance: SetCoverInstance, selected: np.ndarray) -> np.nda
     chosen = np.flatnonzero(selected)
     candidates = chosen[np.argsort(-instance.costs[chosen], kind="stable")]
     while len(candidates):
-        rows, owner = _gather(indptr, indices, candidates)
+        rows, owner = gather(indptr, indices, candidates)
         blocked = np.zeros(len(candidates), dtype=bool)
         blocked[owner[coverage[rows] < 2]] = True
         candidates = candidates[~blocked]
-        rows, owner = _gather(indptr, indices, candidates)
+        rows, owner = gather(indptr, indices, candidates)
         run = _first_conflict(rows, owner, len(candidates))
         dropped = candidates[:run]
         selected[dropped] = False

@@ -7,6 +7,23 @@ import numpy as np
 import scipy.sparse as sp
 
 
+def gather(indptr: np.ndarray, indices: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The entries of ``items`` in a compressed sparse structure (a CSC's columns, a CSR's rows) concatenated, and for
+    each entry its position in ``items``."""
+    counts = indptr[items + 1] - indptr[items]
+    owner = np.repeat(np.arange(len(items)), counts)
+    offsets = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return indices[indptr[items][owner] + offsets], owner
+
+
+def _distinct(indptr: np.ndarray, indices: np.ndarray, items: np.ndarray, size: int) -> np.ndarray:
+    """The distinct entries of ``items``, sorted, marked in a mask rather than sorted or hashed: the entries can be
+    most of a 1M-column instance (a neighbourhood's layers), where ``np.unique`` took tenths of a second."""
+    hit = np.zeros(size, dtype=bool)
+    hit[gather(indptr, indices, np.asarray(items, dtype=np.int64))[0]] = True
+    return np.flatnonzero(hit)
+
+
 @dataclass
 class SetCoverInstance:
     """Cover every row at least once with columns of least total ``costs``; ``matrix`` is rows x columns (CSC)."""
@@ -43,6 +60,15 @@ class SetCoverInstance:
         if not hasattr(self, "_csr"):
             self._csr = self.matrix.tocsr()
         return self._csr
+
+    def rows_of(self, columns: np.ndarray) -> np.ndarray:
+        """The rows any of ``columns`` covers, sorted."""
+        return _distinct(self.matrix.indptr, self.matrix.indices, columns, self.n_rows)
+
+    def columns_of(self, rows: np.ndarray) -> np.ndarray:
+        """The columns covering any of ``rows``, sorted."""
+        csr = self.rows_to_columns
+        return _distinct(csr.indptr, csr.indices, rows, self.n_columns)
 
     def coverage(self, selected: np.ndarray) -> np.ndarray:
         """How many selected columns cover each row."""

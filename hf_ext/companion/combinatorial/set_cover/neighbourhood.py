@@ -57,14 +57,13 @@ def near_incumbent(instance: SetCoverInstance, incumbent: np.ndarray, count: int
     Why not only incumbent columns that share a row: a cover with little overlap (on correlated costs every row is
     covered 1.09 times on average) falls apart into pieces of two or three columns that way, and a neighbourhood
     freeing two incumbent columns holds no improvement."""
-    csc, csr = instance.matrix, instance.rows_to_columns
     seen = np.zeros(instance.n_columns, dtype=bool)
     seen[start] = True
     layer = np.array([start])
     layers, total = [layer], 1
     while total < count and len(layer):
-        bridges = np.unique(csr[np.unique(csc[:, layer].indices)].indices)
-        reached = np.unique(csr[np.unique(csc[:, bridges].indices)].indices)
+        bridges = instance.columns_of(instance.rows_of(layer))
+        reached = instance.columns_of(instance.rows_of(bridges))
         layer = reached[incumbent[reached] & ~seen[reached]]
         if total + len(layer) > count:
             layer = rng.choice(layer, count - total, replace=False)
@@ -79,7 +78,7 @@ def local_neighbourhood(instance: SetCoverInstance, incumbent: np.ndarray, size:
     columns covering most of their rows per unit cost, up to ``size`` in all."""
     start = int(rng.choice(np.flatnonzero(incumbent)))
     inside = near_incumbent(instance, incumbent, size // 2 or 1, start, rng)
-    rows = np.unique(instance.matrix[:, inside].indices)
+    rows = instance.rows_of(inside)
     hits = np.bincount(instance.rows_to_columns[rows].indices, minlength=instance.n_columns).astype(np.float64)
     hits[incumbent] = 0
     k = min(size - len(inside), int((hits > 0).sum()))

@@ -115,3 +115,15 @@ def test_the_held_out_cost_regimes_keep_their_structure_and_change_only_the_cost
     assert 1 <= wide.costs.min() and wide.costs.max() <= 1000 and len(np.unique(wide.costs)) > 500
     with pytest.raises(ValueError, match=rf"`regime` must be one of {re.escape(str(list(COST_REGIMES)))}, got 'air'"):
         cost_regime_instance("air", 2000, seed=0)
+
+
+def test_rows_of_and_columns_of_are_the_distinct_sorted_neighbours(tmp_path):
+    instance = read_orlib(_write(tmp_path, ORLIB))  # 0-based: row 0 <- columns 0, 1; 1 <- 1, 2; 2 <- 2, 3
+    assert instance.rows_of(np.array([2, 1, 2])).tolist() == [0, 1, 2]
+    assert instance.columns_of(np.array([2])).tolist() == [2, 3]
+    assert instance.rows_of(np.array([], dtype=int)).tolist() == []
+    large = beasley(300, 4000, 0.02, seed=5)
+    columns = np.random.default_rng(0).choice(4000, 500)
+    rows = np.unique(large.matrix[:, columns].indices)
+    assert np.array_equal(large.rows_of(columns), rows)
+    assert np.array_equal(large.columns_of(rows), np.unique(large.rows_to_columns[rows].indices))

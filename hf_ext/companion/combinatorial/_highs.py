@@ -41,8 +41,9 @@ class BinarySolution:
     bound: float  # HiGHS's dual bound: a lower bound on the minimum
 
 
-def _model(time_limit: float, threads: int):
-    """A silent ``highspy.Highs`` with a time limit, the global scheduler resized when ``threads`` changes."""
+def _model(time_limit: float, threads: int, node_limit: int | None = None):
+    """A silent ``highspy.Highs`` with a time limit (and a branch-and-bound node limit when given), the global
+    scheduler resized when ``threads`` changes."""
     highspy, _ = _extra()
     global _scheduler_threads
     if _scheduler_threads is not None and _scheduler_threads != threads:
@@ -52,6 +53,8 @@ def _model(time_limit: float, threads: int):
     model.setOptionValue("output_flag", False)
     model.setOptionValue("time_limit", float(time_limit))
     model.setOptionValue("threads", int(threads))
+    if node_limit is not None:
+        model.setOptionValue("mip_max_nodes", int(node_limit))
     return model
 
 
@@ -64,18 +67,21 @@ def solve_binary_program(
     threads: int = 1,
     warm_start: np.ndarray | None = None,
     on_improvement: Callable[[float], None] | None = None,
+    node_limit: int | None = None,
 ) -> BinarySolution:
     """``min costs @ x`` subject to ``row_lower <= matrix @ x <= row_upper`` (``inf`` bounds allowed), ``x`` in
     {0, 1}; ``matrix`` is a scipy sparse array or its nonzeros ``(values, (rows, columns))``. ``warm_start`` (a
     feasible 0/1 vector) is handed to HiGHS, ``on_improvement(objective)`` is called at each improving solution it
-    finds. A program without columns is solved by the empty solution (HiGHS would call it ``kModelEmpty``, not
+    finds. ``node_limit`` stops branch-and-bound after that many nodes: a limit on work, not on time, so what comes
+    back does not depend on the machine's speed or load (``time_limit`` should then be a safety net that does not
+    bind). A program without columns is solved by the empty solution (HiGHS would call it ``kModelEmpty``, not
     optimal)."""
     highspy, sp = _extra()
     m, n = len(row_lower), len(costs)
     matrix = sp.csc_array(matrix, shape=(m, n), dtype=np.float64)
     if n == 0:
         return BinarySolution(np.zeros(0, dtype=bool), highspy.HighsModelStatus.kModelEmpty, True, 0.0)
-    h = _model(time_limit, threads)
+    h = _model(time_limit, threads, node_limit)
     empty = np.zeros(0, np.int32)
     h.addRows(m, np.asarray(row_lower, np.float64), np.asarray(row_upper, np.float64), 0, empty, empty, [])
     h.addCols(

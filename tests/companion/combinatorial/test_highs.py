@@ -24,6 +24,17 @@ def test_solves_with_different_thread_counts_in_one_process_all_find_solutions()
     assert np.isfinite(objectives).all() and len(set(objectives)) == 1
 
 
+def test_a_node_limit_reaches_highs_and_is_left_at_its_default_otherwise():
+    from hf_ext.companion.combinatorial._highs import _model
+
+    def nodes(model):
+        return model.getOptionValue("mip_max_nodes")[1]  # (status, value)
+
+    default = nodes(_model(1.0, 1))
+    assert nodes(_model(1.0, 1, node_limit=3)) == 3
+    assert nodes(_model(1.0, 1, node_limit=None)) == default > 3
+
+
 @pytest.mark.parametrize(
     ("package", "blocked", "call"),
     [

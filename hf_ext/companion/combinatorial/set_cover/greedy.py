@@ -9,8 +9,9 @@ import numpy as np
 
 from .instance import SetCoverInstance, gather
 
-POOL = 16384  # columns whose exact ratio a greedy round recomputes (the ones with the lowest lower bounds)
+POOL = 8192  # columns whose exact ratio a greedy round recomputes (the ones with the lowest lower bounds)
 RUN = 1024  # at most this many picks per round: conflicts are checked among them
+SHORTLIST_POOLS = 8  # pools' worth of lowest-bound columns the pools are drawn from, so a round partitions only these
 
 
 def _first_conflict(rows: np.ndarray, owner: np.ndarray, n: int) -> int:
@@ -30,22 +31,37 @@ def _lowest(bound: np.ndarray, size: int) -> tuple[np.ndarray, tuple[float, int]
     return np.concatenate([below, tied[:take]]), (value, int(tied[take]))
 
 
+def _shortlist(bound: np.ndarray) -> tuple[np.ndarray, tuple[float, int]]:
+    """The ``SHORTLIST_POOLS * POOL`` columns least by (bound, index), in index order so that ties keep breaking by
+    index inside it, and the least (bound, index) of all the others (bounds only grow, so it stays a bound)."""
+    shortlist, outside = _lowest(bound, SHORTLIST_POOLS * POOL)
+    return np.sort(shortlist), outside
+
+
 def greedy(instance: SetCoverInstance) -> np.ndarray:
     """A feasible cover as a boolean column mask: repeatedly the column of least (cost / newly covered rows, index).
 
     Ratios only grow as rows get covered, so a column's last computed ratio is a lower bound. A round recomputes
-    the exact ratio of the ``POOL`` columns with the lowest bounds; those below every outside bound are in the
+    the exact ratio of the ``POOL`` columns with the lowest bounds (found in a shortlist, re-drawn from every
+    column when its pool would reach past the columns outside it); those below every outside bound are in the
     sequential order, and its prefix whose columns share no open row are the next sequential picks.
     """
     indptr, indices, costs = instance.matrix.indptr, instance.matrix.indices, instance.costs
     uncovered = np.ones(instance.n_rows, dtype=bool)
     selected = np.zeros(instance.n_columns, dtype=bool)
     bound = costs / np.maximum(np.diff(indptr), 1)
+    shortlist, outside = _shortlist(bound)
     while uncovered.any():
-        pool, (limit, limit_index) = _lowest(bound, POOL)
+        local, (value, at) = _lowest(bound[shortlist], POOL)
+        limit, limit_index = min(outside, (value, shortlist[at] if at < len(shortlist) else len(bound)))
+        if (limit, limit_index) == outside and len(shortlist) < len(bound):
+            shortlist, outside = _shortlist(bound)  # too few shortlisted columns are still below all the others
+            continue
+        pool = shortlist[local]
         pool_rows, pool_owner = gather(indptr, indices, pool)
         while True:
-            new = np.bincount(pool_owner, weights=uncovered[pool_rows], minlength=len(pool))
+            open_entry = uncovered[pool_rows]
+            new = np.bincount(pool_owner, weights=open_entry, minlength=len(pool))
             with np.errstate(divide="ignore"):
                 ratio = np.where(new > 0, costs[pool] / np.maximum(new, 1), np.inf)
             bound[pool] = ratio
@@ -53,12 +69,13 @@ def greedy(instance: SetCoverInstance) -> np.ndarray:
             if len(ready) == 0:
                 break
             ready = ready[np.lexsort((pool[ready], ratio[ready]))][:RUN]
-            position = np.full(len(pool), -1)
-            position[ready] = np.arange(len(ready))
-            keep = (position[pool_owner] >= 0) & uncovered[pool_rows]
-            run = _first_conflict(pool_rows[keep], position[pool_owner[keep]], len(ready))
+            slot = np.full(len(pool), -1)
+            slot[ready] = np.arange(len(ready))
+            entry_slot = slot[pool_owner]
+            keep = (entry_slot >= 0) & open_entry
+            run = _first_conflict(pool_rows[keep], entry_slot[keep], len(ready))
             selected[pool[ready[:run]]] = True
-            uncovered[pool_rows[keep & (position[pool_owner] < run)]] = False
+            uncovered[pool_rows[keep & (entry_slot < run)]] = False
     return remove_redundant(instance, selected)
 
 

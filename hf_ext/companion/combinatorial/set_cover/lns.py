@@ -61,8 +61,15 @@ class Repair(NamedTuple):
     # while HiGHS has no bound)
 
 
-def repair(instance: SetCoverInstance, incumbent: np.ndarray, free: np.ndarray, time_limit: float) -> Repair:
-    """Re-optimise the columns ``free`` with every other column fixed at its incumbent value.
+def repair(
+    instance: SetCoverInstance,
+    incumbent: np.ndarray,
+    free: np.ndarray,
+    time_limit: float,
+    node_limit: int | None = None,
+) -> Repair:
+    """Re-optimise the columns ``free`` with every other column fixed at its incumbent value (within ``time_limit``
+    seconds and, when given, ``node_limit`` branch-and-bound nodes).
 
     The subproblem keeps only the rows the fixed selection leaves uncovered, so its size is bounded by the
     neighbourhood and not by the instance; HiGHS starts from the incumbent's restriction (feasible by construction).
@@ -74,7 +81,7 @@ def repair(instance: SetCoverInstance, incumbent: np.ndarray, free: np.ndarray, 
     if len(open_rows) == 0:
         return Repair(fixed, True, 0.0)
     sub = instance.rows_to_columns[open_rows][:, free].tocsc()
-    result = solve_mip(instance.costs[free], sub, time_limit, warm_start=incumbent[free])
+    result = solve_mip(instance.costs[free], sub, time_limit, warm_start=incumbent[free], node_limit=node_limit)
     fixed[free[result.selected]] = True
     gap = 0.0 if result.optimal else (result.objective - result.bound) / max(abs(result.objective), 1e-12)
     return Repair(fixed, result.optimal, gap)

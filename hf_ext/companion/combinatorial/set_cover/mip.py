@@ -29,9 +29,11 @@ def solve_mip(
     warm_start: np.ndarray | None = None,
     threads: int = 1,
     on_improvement: Callable[[float], None] | None = None,
+    node_limit: int | None = None,
 ) -> MipResult:
     """min costs @ x subject to matrix @ x >= 1, x binary; ``warm_start`` (a feasible mask) is handed to HiGHS,
-    ``on_improvement(objective)`` is called at each improving solution HiGHS finds (for anytime curves)."""
+    ``on_improvement(objective)`` is called at each improving solution HiGHS finds (for anytime curves),
+    ``node_limit`` bounds branch-and-bound by work instead of time (a result that does not depend on the machine)."""
     if not time_limit > 0:
         raise ValueError(f"solve_mip: `time_limit` must be > 0 seconds, got {time_limit}")
     costs, matrix = np.asarray(costs, np.float64), sp.csc_array(matrix)
@@ -43,7 +45,7 @@ def solve_mip(
                 f"solve_mip: `warm_start` must be a mask of one entry per column ({n}), got shape {warm_start.shape}"
             )
     result = solve_binary_program(
-        costs, matrix, np.ones(m), np.full(m, np.inf), time_limit, threads, warm_start, on_improvement
+        costs, matrix, np.ones(m), np.full(m, np.inf), time_limit, threads, warm_start, on_improvement, node_limit
     )
     found = result.values is not None
     selected = result.values if found else np.zeros(n, dtype=bool)

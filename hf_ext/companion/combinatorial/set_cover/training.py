@@ -1,4 +1,5 @@
-"""Training GLNS's denoiser: (region, HiGHS-optimal bits) pairs from small instances, binary cross-entropy on x_0."""
+"""Training GLNS's denoiser: (region, HiGHS's bits within a node limit) pairs from small instances, binary
+cross-entropy on x_0."""
 
 from dataclasses import dataclass, field
 
@@ -19,6 +20,10 @@ from .neighbourhood import local_neighbourhood
 # Raised whenever ``training_examples`` builds other examples from the same settings, so that a default denoiser
 # cached before is retrained (2: regions reach incumbent columns through the columns that bridge them)
 EXAMPLES_VERSION = 2
+# a safety net only: the node limit ends each label's solve. With a 1 s time limit instead, the rail subproblems'
+# labels (none solved to optimality in 20 s) were wherever HiGHS's root had got to, and the default denoiser
+# differed from one machine, or one load, to the next
+LABEL_TIME_LIMIT = 60.0
 
 
 @dataclass
@@ -29,11 +34,26 @@ class DenoiserTrainingConfig:
     instance_columns: int = field(default=2000, metadata={"help": "Columns of each small training instance."})
     learning_rate: float = field(default=3e-3, metadata={"help": "Adam's learning rate (> 0)."})
     hidden: int = field(default=32, metadata={"help": "Width of the denoiser's message passing (>= 1)."})
+    label_nodes: int = field(
+        default=1,
+        metadata={
+            "help": "HiGHS branch-and-bound nodes per training subproblem (>= 1): a limit on work, so the labels, "
+            "and the denoiser, do not depend on the machine's speed (1: the root's solution, about 2 s on a rail "
+            "subproblem)."
+        },
+    )
     seed: int = field(default=0, metadata={"help": "Seeds the instances, the regions and the noise."})
 
     def __post_init__(self):
         check_finite_fields(self)
-        for name, low in (("examples", 1), ("epochs", 1), ("region_size", 2), ("instance_columns", 20), ("hidden", 1)):
+        for name, low in (
+            ("examples", 1),
+            ("epochs", 1),
+            ("region_size", 2),
+            ("instance_columns", 20),
+            ("hidden", 1),
+            ("label_nodes", 1),
+        ):
             if getattr(self, name) < low:
                 raise ValueError(
                     f"{type(self).__name__}: `{name}` must be an integer >= {low}, got {getattr(self, name)}"
@@ -43,14 +63,15 @@ class DenoiserTrainingConfig:
 
 
 def training_examples(config: DenoiserTrainingConfig) -> list[tuple[Region, torch.Tensor]]:
-    """(region, HiGHS-optimal bits) pairs on small Beasley-style and rail-like instances around their greedy cover."""
+    """(region, HiGHS's bits within ``label_nodes`` nodes: optimal on the Beasley-style ones, the root's solution on
+    most rail-like ones) pairs on small Beasley-style and rail-like instances around their greedy cover."""
     rng, examples, n = np.random.default_rng(config.seed), [], config.instance_columns
     for k in tqdm(range(config.examples), desc="solving training subproblems"):
         seed = config.seed + k
         instance = beasley(n // 10, n, 0.02, seed=seed) if k % 2 else rail_like(n // 10, n, seed=seed)
         incumbent = greedy(instance)
         columns = local_neighbourhood(instance, incumbent, config.region_size, rng)
-        solved = repair(instance, incumbent, columns, time_limit=1.0).selected
+        solved = repair(instance, incumbent, columns, LABEL_TIME_LIMIT, node_limit=config.label_nodes).selected
         examples.append((region_graph(instance, incumbent, columns), torch.as_tensor(solved[columns]).float()))
     return examples
 

@@ -60,10 +60,11 @@ def _sequential_greedy(instance):
     return selected
 
 
-@pytest.mark.parametrize("pool", [7, 64, 16384])
-def test_rounds_pick_exactly_the_sequential_rule(monkeypatch, pool):
-    # small pools force many refreshes and ties at the pool's edge (unit costs, rail's costs 1-2)
+@pytest.mark.parametrize("pool, shortlist_pools", [(7, 2), (64, 2), (64, 8), (16384, 8)])
+def test_rounds_pick_exactly_the_sequential_rule(monkeypatch, pool, shortlist_pools):
+    # small pools and shortlists force many refreshes and ties at their edges (unit costs, rail's costs 1-2)
     monkeypatch.setattr(greedy_module, "POOL", pool)
+    monkeypatch.setattr(greedy_module, "SHORTLIST_POOLS", shortlist_pools)
     instances = (
         beasley(150, 1500, 0.03, seed=1),
         beasley(60, 800, 0.05, cost_range=(1, 1), seed=2),

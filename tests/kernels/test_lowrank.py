@@ -36,12 +36,18 @@ def test_lowrank_update_is_noise_times_basis_transpose(kernel_path, rows, cols, 
 
 
 def test_row_blocks_get_the_whole_weights_noise_rows(kernel_path):
-    """Issue 36: an FSDP2 shard (a block of rows) is updated as those rows of the whole weight are."""
+    """Issue 36: an FSDP2 shard (a block of rows) is updated as those rows of the whole weight are: bit for bit on
+    the reference path; on the Triton path within 1e-6 (a few float32 ulps of the update), because the interpreter
+    runs ``tl.dot`` on numpy's BLAS, whose rounding of a row depends on its place in the block on some CPUs (seen on
+    AMD EPYC: 3e-8). A shard given other rows of the noise would be off by the noise itself (about 0.5)."""
     lowrank = kernel_path(lowrank_perturb_)
     weight, basis = torch.randn(37, 45, device=kernel_device()), _basis(45, 5)
     whole = lowrank(weight.clone(), basis, 7, 0.5)
     shards = [lowrank(weight[start:stop].clone(), basis, 7, 0.5, start, 37) for start, stop in ((0, 19), (19, 37))]
-    assert torch.equal(torch.cat(shards), whole)
+    if kernel_path.name == "reference":
+        assert torch.equal(torch.cat(shards), whole)
+    else:
+        torch.testing.assert_close(torch.cat(shards), whole, rtol=0, atol=1e-6)
 
 
 def test_seeded_normal_is_the_noise_seeded_perturb_adds(kernel_path):

@@ -38,8 +38,10 @@ from typing import Any
 import torch
 from botorch.acquisition import AcquisitionFunction
 from botorch.acquisition.monte_carlo import MCAcquisitionFunction
+from botorch.exceptions.errors import OptimizationGradientError
 from botorch.generation.sampling import SamplingStrategy
 from botorch.optim import optimize_acqf
+from botorch.optim.initializers import gen_batch_initial_conditions
 from torch import Tensor
 from torch.quasirandom import SobolEngine
 
@@ -287,9 +289,24 @@ class BayesianOptimization:
             acquisition.set_X_pending(X_pending)
         unit = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).to(torch.float64)
         with seeded_global_rng(int(torch.randint(2**31, (1,), generator=generator))):
-            candidate, _ = optimize_acqf(
-                acquisition, unit, q=count, num_restarts=self.config.num_restarts, raw_samples=self.config.raw_samples
-            )
+            try:
+                candidate, _ = optimize_acqf(
+                    acquisition,
+                    unit,
+                    q=count,
+                    num_restarts=self.config.num_restarts,
+                    raw_samples=self.config.raw_samples,
+                )
+            except OptimizationGradientError as error:
+                # a surrogate wrecked by a huge or infinite observation can have NaN gradients (whether it does
+                # depends on the CPU's rounding): the best raw sample is still a proposal, a crash is not
+                warnings.warn(
+                    f"query {first}: the acquisition's gradient is NaN ({error}); taking its best raw sample",
+                    stacklevel=2,
+                )
+                candidate = gen_batch_initial_conditions(
+                    acquisition, unit, q=count, num_restarts=1, raw_samples=self.config.raw_samples
+                )[0]
         return candidate.detach()
 
     def _propose(self, count: int, in_flight: set[int]) -> list[Proposal]:

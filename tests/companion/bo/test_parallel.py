@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 from botorch.acquisition import PosteriorMean
+from botorch.exceptions.errors import OptimizationGradientError
 from botorch.test_functions import Branin
 
 from hf_ext.companion.bo import (
@@ -37,6 +38,21 @@ def test_a_batch_round_proposes_q_distinct_points_and_the_bookkeeping_counts_eve
     assert corrupted == sorted(adversary._planned) and len(corrupted) == adversary.budget == 1
     regret = regret_curves(torch.tensor([e.true for e in history]), BRANIN.optimal_value, tolerance=1.0)
     assert (regret["simple"] >= 0).all() and (regret["lenient"] <= regret["cumulative"]).all()
+
+
+def test_a_nan_acquisition_gradient_proposes_the_best_raw_sample_instead_of_stopping(monkeypatch):
+    """A GP wrecked by an infinite observation gave NaN gradients on one CPU and not another: the loop crashed."""
+
+    def nan_gradient(*args, **kwargs):
+        raise OptimizationGradientError("6 elements of the gradient are NaN", current_x=None)
+
+    monkeypatch.setattr("hf_ext.companion.bo.loop.optimize_acqf", nan_gradient)
+    config = BayesianOptimizationConfig(model="gp", acquisition="ucb", q=3, **FAST)
+    with pytest.warns(UserWarning, match="gradient is NaN"):
+        history = BayesianOptimization(BRANIN, BRANIN.bounds, config).run(7)
+    proposed = torch.tensor([e.x for e in history[4:]])
+    assert len(history) == 7 and len({tuple(x) for x in proposed.tolist()}) == 3
+    assert ((proposed >= BRANIN.bounds[0]) & (proposed <= BRANIN.bounds[1])).all()
 
 
 def test_an_analytic_acquisition_without_a_batch_form_is_refused_by_name():

@@ -3,6 +3,7 @@
     python benchmarks/pem.py [--seeds 0 1 2] [--instances 1 2 3] [--dimension 10]
     python benchmarks/pem.py --bias-only                          # the update bias on every function, D = 2
     python benchmarks/pem.py --suite-dir outputs/pem_suite        # the misranking-slice report of the suite runs
+    python benchmarks/pem.py --suite-dir A B                      # seeds run into two folders, pooled
     python benchmarks/pem.py --suite-dir A --against-dir B        # A's RB-PEM and sep-CMA-ES against B's methods
 
 Runs the ``pem`` recipe (D = 10, budgets 100 D and 200 D, f101-f130, ``--instances``; the external tasks with
@@ -23,13 +24,14 @@ post-processing of the same runs: ``python -m cocopp -o <output-dir>/pem/ppdata 
 import csv
 import statistics
 import time
+from collections import Counter
 from pathlib import Path
 
 import cocoex
 import numpy as np
 from _harness import benchmark_parser, emit, save_json
 
-from hf_ext.companion.es import ESConfig, LogWeights, SepCMAES, make_weight_scheme, read_index
+from hf_ext.companion.es import ESConfig, LogWeights, SepCMAES, make_weight_scheme, read_index, run_key
 from hf_ext.companion.es.compare import FUNCTION_GROUPS, slice_tests, win_rate_by_misranking
 from hf_ext.plotting import plot_line_panels
 from hf_ext.recipes.pem import main as run_recipe
@@ -133,13 +135,18 @@ def misranking_curve(runs: list[list], block: int = 10) -> list[tuple[float, flo
     return curve
 
 
-def suite_report(suite_dir: str, threshold: float, output_dir: str) -> dict:
-    """RB-PEM against every other method over the runs of ``hf-ext run pem --config pem_suite`` in ``suite_dir``
-    (any dimensions): wins/losses inside and outside the high-misranking slice, per budget and function group,
-    each dimension apart and all together, with the sign and Wilcoxon signed-rank tests; the win rate by misranking
-    bin (plot); the misranking of each function, and by generation for each function group (plot). Writes
-    pem_suite_slices.csv, pem_suite_winrate.png and pem_suite_misranking.png."""
-    records = read_index(Path(suite_dir) / "coco")
+def suite_report(suite_dirs: list[str], threshold: float, output_dir: str) -> dict:
+    """RB-PEM against every other method over the runs of ``hf-ext run pem --config pem_suite`` in ``suite_dirs``
+    (any dimensions; each seed's run of a problem is its own pair): wins/losses inside and outside the
+    high-misranking slice, per budget and function group, each dimension apart and all together, with the sign and
+    Wilcoxon signed-rank tests; the win rate by misranking bin (plot); the misranking of each function, and by
+    generation for each function group (plot). Writes pem_suite_slices.csv, pem_suite_winrate.png and
+    pem_suite_misranking.png."""
+    records = [record for suite_dir in suite_dirs for record in read_index(Path(suite_dir) / "coco")]
+    runs = Counter(run_key(r) for r in records)
+    repeated = [run for run, count in runs.items() if count > 1]
+    if repeated:
+        raise ValueError(f"--suite-dir: {len(repeated)} runs are in more than one folder, e.g. {repeated[0]}")
     dimensions = sorted({r["dimension"] for r in records})
     baselines = sorted({r["method"] for r in records} - {"rb_pem"})
     rows = []
@@ -240,7 +247,9 @@ def main() -> None:
     )
     parser.add_argument("--bias-only", action="store_true", help="only the update bias and the weights' time")
     parser.add_argument(
-        "--suite-dir", help="only the misranking-slice report of the pem_suite runs in this output_dir of the recipe"
+        "--suite-dir",
+        nargs="+",
+        help="only the misranking-slice report of the pem_suite runs in these output_dirs of the recipe (pooled)",
     )
     parser.add_argument(
         "--against-dir", help="with --suite-dir: its RB-PEM and sep-CMA-ES against this other suite run's methods"
@@ -249,7 +258,9 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     if args.suite_dir and args.against_dir:
-        report = cross_suite_report(args.suite_dir, args.against_dir, args.misranking_threshold)
+        if len(args.suite_dir) > 1:
+            parser.error("--against-dir compares one --suite-dir, got several")
+        report = cross_suite_report(args.suite_dir[0], args.against_dir, args.misranking_threshold)
         save_json(args.output_dir, "pem_cross_suite", report)
         emit(report)
         return

@@ -4,7 +4,7 @@ The ES itself needs only numpy; the COCO runner needs the ``[es]`` extra (``coco
 pycma baselines, and ``cocopp`` to post-process the result folders).
 """
 
-from .coco import CocoConfig, algorithm_folders, read_index, run_coco
+from .coco import CocoConfig, algorithm_folders, read_index, run_coco, run_key
 from .config import ESConfig
 from .harness import METHODS, solve
 from .minimizer import minimize
@@ -41,6 +41,7 @@ __all__ = [
     "misranking_by_generation",
     "pair_misranking",
     "read_index",
+    "run_key",
     "run_coco",
     "solve",
 ]

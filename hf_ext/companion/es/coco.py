@@ -98,7 +98,8 @@ class CocoConfig:
             raise ValueError(f"{owner}: `workers` must be an integer >= 1, got {self.workers!r}")
 
 
-def _key(record: dict) -> tuple:
+def run_key(record: dict) -> tuple:
+    """What names one run in the index: (method, budget multiplier, function, instance, dimension, seed)."""
     return tuple(record[name] for name in ("method", "budget_multiplier", "function", "instance", "dimension", "seed"))
 
 
@@ -255,9 +256,9 @@ def run_coco(config: CocoConfig, executor: Executor | None = None) -> list[dict]
         start_fresh=f"pass another result_folder (the pem recipe: output_dir), or delete {out}",
     )
     done = {
-        _key(record): record
+        run_key(record): record
         for record in listed
-        if run_folder(out, *_key(record)[:5]).is_dir()  # a listed run whose folder is gone is redone
+        if run_folder(out, *run_key(record)[:5]).is_dir()  # a listed run whose folder is gone is redone
     }
     (out / INDEX).write_text("".join(json.dumps(record) + "\n" for record in done.values()))  # without a torn line
     wanted = [
@@ -276,7 +277,7 @@ def run_coco(config: CocoConfig, executor: Executor | None = None) -> list[dict]
             def indexed(_, record: dict) -> None:
                 index.write(json.dumps(record) + "\n")
                 index.flush()
-                done[_key(record)] = record
+                done[run_key(record)] = record
                 bar.update()
 
             try:

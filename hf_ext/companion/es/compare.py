@@ -18,9 +18,15 @@ FUNCTION_GROUPS = {
 }
 
 
-def _finals(records: list[dict], method: str, budget_multiplier: int) -> dict[tuple[int, int, int], float]:
+def _problem(record: dict) -> tuple[int, int, int, int]:
+    """What pairs two methods' runs: the same (function, instance, dimension, seed); with several seeds pooled,
+    each seed's run is its own pair."""
+    return record["function"], record["instance"], record["dimension"], record["seed"]
+
+
+def _finals(records: list[dict], method: str, budget_multiplier: int) -> dict[tuple[int, int, int, int], float]:
     return {
-        (r["function"], r["instance"], r["dimension"]): r["final"]
+        _problem(r): r["final"]
         for r in records
         if r["method"] == method and r["budget_multiplier"] == budget_multiplier
     }
@@ -51,8 +57,8 @@ def paired_test(pairs: list[tuple[float, float]], tie: float = 1e-8) -> dict:
 
 
 def wins_losses(records: list[dict], method: str, baseline: str, budget_multiplier: int, tie: float = 1e-8) -> dict:
-    """:func:`paired_test` of ``method`` against ``baseline`` over the (function, instance, dimension) runs both
-    made at ``budget_multiplier``."""
+    """:func:`paired_test` of ``method`` against ``baseline`` over the (function, instance, dimension, seed) runs
+    both made at ``budget_multiplier``."""
     ours, theirs = _finals(records, method, budget_multiplier), _finals(records, baseline, budget_multiplier)
     return paired_test([(ours[key], theirs[key]) for key in sorted(ours.keys() & theirs.keys())], tie)
 
@@ -63,14 +69,10 @@ def run_misranking(record: dict) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-def problem_misranking(records: list[dict], reference: str = "sep_cma") -> dict[tuple[int, int, int, int], float]:
-    """The misranking of each (function, instance, dimension, budget multiplier): that of ``reference``'s run
+def problem_misranking(records: list[dict], reference: str = "sep_cma") -> dict[tuple[int, ...], float]:
+    """The misranking of each (function, instance, dimension, seed, budget multiplier): that of ``reference``'s run
     there, one measure for every method's run on the problem (a method's own misranking depends on where it went)."""
-    return {
-        (r["function"], r["instance"], r["dimension"], r["budget_multiplier"]): run_misranking(r)
-        for r in records
-        if r["method"] == reference
-    }
+    return {(*_problem(r), r["budget_multiplier"]): run_misranking(r) for r in records if r["method"] == reference}
 
 
 def slice_tests(

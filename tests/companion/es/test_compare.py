@@ -5,13 +5,14 @@ from scipy.stats import wilcoxon
 from hf_ext.companion.es.compare import ecdf, paired_test, slice_tests, win_rate_by_misranking, wins_losses
 
 
-def _record(method, function, final, trajectory=None, instance=1, misranking=None):
+def _record(method, function, final, trajectory=None, instance=1, misranking=None, seed=0):
     return {
         "method": method,
         "budget_multiplier": 100,
         "function": function,
         "instance": instance,
         "dimension": 2,
+        "seed": seed,
         "final": final,
         "trajectory": trajectory or [[1, final]],
         "misranking": misranking or [],
@@ -47,6 +48,23 @@ def test_slices_split_problems_by_the_reference_runs_misranking():
     assert rows["misranking < 0.25", "severe noise"]["pairs"] == 2  # f107, f108
     bins = win_rate_by_misranking(records, "a", "b", 100, [0.0, 0.25, 0.5])
     assert [(b["pairs"], b["win_rate"]) for b in bins] == [(4, 0.0), (4, 1.0)]
+
+
+def test_each_seed_of_a_problem_is_its_own_pair_with_its_own_misranking():
+    # seed 0: a wins in a noisy run; seed 1 of the same problem: a loses in a clean one. Keyed without the seed,
+    # one seed's runs would overwrite the other's.
+    records = [
+        _record("a", 101, 1.0, seed=0),
+        _record("b", 101, 2.0, seed=0),
+        _record("sep_cma", 101, 5.0, misranking=[0.4], seed=0),
+        _record("a", 101, 3.0, seed=1),
+        _record("b", 101, 2.0, seed=1),
+        _record("sep_cma", 101, 5.0, misranking=[0.05], seed=1),
+    ]
+    assert wins_losses(records, "a", "b", 100)["pairs"] == 2
+    rows = {r["slice"]: r for r in slice_tests(records, "a", "b", threshold=0.25) if r["group"] == "all"}
+    high, low = rows["misranking >= 0.25"], rows["misranking < 0.25"]
+    assert (high["wins"], high["losses"], low["wins"], low["losses"]) == (1, 0, 0, 1)
 
 
 def test_ecdf_counts_targets_reached_by_each_budget():

@@ -21,6 +21,7 @@ from .neighbourhood import (
     near_incumbent,
     random_neighbourhood,
 )
+from .ortools_baseline import ortools_model
 from .training import DenoiserTrainingConfig, train_denoiser
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "load_denoiser",
     "local_neighbourhood",
     "near_incumbent",
+    "ortools_model",
     "primal_gap",
     "primal_integral",
     "random_neighbourhood",

@@ -10,10 +10,11 @@ import scipy.sparse as sp
 def gather(indptr: np.ndarray, indices: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The entries of ``items`` in a compressed sparse structure (a CSC's columns, a CSR's rows) concatenated, and for
     each entry its position in ``items``."""
-    counts = indptr[items + 1] - indptr[items]
+    starts = indptr[items]
+    counts = indptr[items + 1] - starts
     owner = np.repeat(np.arange(len(items)), counts)
-    offsets = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
-    return indices[indptr[items][owner] + offsets], owner
+    shift = np.repeat(starts - (np.cumsum(counts) - counts), counts)  # an entry's place in indices less its place here
+    return indices[np.arange(len(owner)) + shift], owner
 
 
 def _distinct(indptr: np.ndarray, indices: np.ndarray, items: np.ndarray, size: int) -> np.ndarray:

@@ -60,11 +60,15 @@ def _sequential_greedy(instance):
     return selected
 
 
-@pytest.mark.parametrize("pool, shortlist_pools", [(7, 2), (64, 2), (64, 8), (16384, 8)])
-def test_rounds_pick_exactly_the_sequential_rule(monkeypatch, pool, shortlist_pools):
-    # small pools and shortlists force many refreshes and ties at their edges (unit costs, rail's costs 1-2)
+@pytest.mark.parametrize(
+    "pool, shortlist_pools, run", [(7, 2, 1024), (64, 2, 1024), (64, 8, 3), (16384, 8, 1024), (16384, 8, 5)]
+)
+def test_rounds_pick_exactly_the_sequential_rule(monkeypatch, pool, shortlist_pools, run):
+    # small pools and shortlists force many refreshes and ties at their edges (unit costs, rail's costs 1-2); a
+    # short run makes its last column's (ratio, index) the bound that picking stops at
     monkeypatch.setattr(greedy_module, "POOL", pool)
     monkeypatch.setattr(greedy_module, "SHORTLIST_POOLS", shortlist_pools)
+    monkeypatch.setattr(greedy_module, "RUN", run)
     instances = (
         beasley(150, 1500, 0.03, seed=1),
         beasley(60, 800, 0.05, cost_range=(1, 1), seed=2),

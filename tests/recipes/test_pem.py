@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from hf_ext import cli
+from hf_ext.companion.es.coco import SEEDING
 from hf_ext.recipes import shipped_config
 from hf_ext.recipes.pem import PemArguments, main, parse_args
 
@@ -65,7 +66,7 @@ def test_a_rerun_with_another_seed_is_refused_before_any_work(quick_run):
 def test_a_refused_rerun_as_a_script_says_why_in_one_line(tmp_path):
     """Issue 37: the pem script let the refusal out as a traceback, where the other recipes print one line."""
     (tmp_path / "coco" / "exdata").mkdir(parents=True)  # what a run with seed 0 left
-    (tmp_path / "coco" / "settings.json").write_text('{"seed": 0}')
+    (tmp_path / "coco" / "settings.json").write_text(json.dumps({"seed": 0, "seeding": SEEDING}))
     command = [sys.executable, "-m", "hf_ext.recipes.pem", *QUICK, "--output_dir", str(tmp_path), "--seed", "1"]
     env = os.environ | {"OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)

@@ -9,6 +9,8 @@ Beside ``exdata/``, ``index.jsonl`` lists each run once complete: a rerun skips 
 folder is present and redoes the others (a cut-off run's folder is removed first, since cocoex would otherwise
 write to a renamed copy). ``settings.json`` holds the seed and the population size, and a rerun with another
 is refused: cocopp would read two seeds of one instance as two trials, or two population sizes as one algorithm.
+Each (function, instance, dimension) draws its own random stream from the seed (``problem_seed``), the same for
+every method: the problems of one seed are independent trials and the methods' runs on one problem are paired.
 """
 
 import json
@@ -37,6 +39,7 @@ INSTANCES = tuple(range(1, 16))
 INDEX = "index.jsonl"
 SETTINGS = "settings.json"
 EXDATA = "exdata"  # COCO's name for the folder of algorithm folders
+SEEDING = "per problem"  # stored with the seed: folders made when one stream served every problem are refused
 # bbob-noisy draws its noise from one generator per process and pycma seeds numpy's global one, so two runs in
 # threads of one process would draw each other's numbers: they take turns (a thread pool gives the same results
 # as processes, one run at a time).
@@ -58,7 +61,10 @@ class CocoConfig:
     budget_multipliers: list[int] = field(
         default_factory=lambda: [100], metadata={"help": "Budgets in evaluations per dimension (k D each, k >= 1)."}
     )
-    seed: int = field(default=0, metadata={"help": "Seeds every method's randomness (the same for all methods)."})
+    seed: int = field(
+        default=0,
+        metadata={"help": "Seeds the methods: each problem draws its own stream from it, the same for every method."},
+    )
     popsize: int | None = field(
         default=None,
         metadata={
@@ -186,6 +192,12 @@ class _Recorded:
         return value
 
 
+def problem_seed(seed: int, function: int, instance: int, dimension: int) -> int:
+    """The seed of every method's run on one problem: a stream of its own drawn from ``seed``. One stream for all
+    problems made a seed's problems correlated trials, and a sign test over them over-confident (docs/pem.md)."""
+    return int(np.random.SeedSequence([seed, function, instance, dimension]).generate_state(1)[0])
+
+
 def run_one(
     method: str,
     budget_multiplier: int,
@@ -217,7 +229,9 @@ def run_one(
         budget = budget_multiplier * dimension
         lower, upper = float(problem.lower_bounds[0]), float(problem.upper_bounds[0])
         recorded = _Recorded(problem)
-        evaluations = solve(method, recorded, problem.initial_solution, budget, lower, upper, seed, popsize).evaluations
+        stream = problem_seed(seed, function, instance, dimension)
+        x0 = problem.initial_solution
+        evaluations = solve(method, recorded, x0, budget, lower, upper, stream, popsize).evaluations
         problem.free()
         del observer, suite
         trajectory = read_trajectory(folder)
@@ -250,7 +264,7 @@ def run_coco(config: CocoConfig, executor: Executor | None = None) -> list[dict]
     check_and_store_settings(
         out / SETTINGS,
         # popsize only when set, so that folders made before it was a setting resume at the default
-        {"seed": config.seed} | ({"popsize": config.popsize} if config.popsize else {}),
+        {"seed": config.seed, "seeding": SEEDING} | ({"popsize": config.popsize} if config.popsize else {}),
         resuming=bool(listed) or (out / EXDATA).is_dir(),
         run=f"the bbob-noisy runs in {out}",
         start_fresh=f"pass another result_folder (the pem recipe: output_dir), or delete {out}",

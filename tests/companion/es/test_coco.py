@@ -3,14 +3,17 @@ import shutil
 import subprocess
 import sys
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 pytest.importorskip("cocoex")
 
+from hf_ext.companion.es import coco  # noqa: E402
 from hf_ext.companion.es.coco import (  # noqa: E402
     INDEX,
+    SETTINGS,
     CocoConfig,
     algorithm_folders,
     default_popsize,
@@ -84,6 +87,28 @@ def test_a_rerun_with_another_seed_is_refused_in_a_new_process(tmp_path):
     assert "seed: stored 0, now 1" in result.stderr and "pass another result_folder" in result.stderr
     assert len(read_index(tmp_path / "coco")) == 1  # nothing was run
     run_coco(_config(tmp_path, functions=[101, 125]))  # the same seed resumes, with another function
+
+
+def test_each_problem_has_its_own_stream_and_every_method_on_it_the_same(tmp_path, monkeypatch):
+    streams, solve = [], coco.solve
+
+    def recording(method, problem, x0, budget, lower, upper, seed, popsize):
+        streams.append((method, seed))
+        return solve(method, problem, x0, budget, lower, upper, seed, popsize)
+
+    monkeypatch.setattr(coco, "solve", recording)
+    with ThreadPoolExecutor(1) as pool:  # in this process, where the recording is
+        run_coco(_config(tmp_path, methods=["rb_pem", "sep_cma"], functions=[101, 125], instances=[1, 2]), pool)
+    by_method = {name: sorted(seed for method, seed in streams if method == name) for name in ("rb_pem", "sep_cma")}
+    assert by_method["rb_pem"] == by_method["sep_cma"]  # paired on each problem
+    assert len(set(by_method["rb_pem"])) == 4  # independent across problems
+
+
+def test_a_folder_made_with_one_stream_for_every_problem_is_refused(tmp_path):
+    (tmp_path / "coco" / "exdata").mkdir(parents=True)
+    (tmp_path / "coco" / SETTINGS).write_text(json.dumps({"seed": 0}))
+    with pytest.raises(ValueError, match="seeding"):
+        run_coco(_config(tmp_path))
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,12 @@
 """Run by torchrun with 2 CPU processes from test_two_process.py: a short AGZO run, then each rank
 writes its final parameters and the first batch it saw."""
 
+import os
 import sys
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from transformers import DataCollatorForSeq2Seq, TrainingArguments
 
 from hf_ext.data import arithmetic_dataset
@@ -51,3 +53,5 @@ def main(out_dir: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
+    dist.destroy_process_group()
+    os._exit(0)  # not Python's shutdown, where gloo's threads aborted a rank once after its run had finished

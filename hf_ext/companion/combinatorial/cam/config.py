@@ -8,12 +8,18 @@ from hf_ext._validation import check_finite_fields
 from .problems import PROBLEMS, check_problem
 
 METHODS = ("cam", "reinforce")
+AGGREGATIONS = ("mean", "normalized")
 # Measured in docs/cam.md: under the uniform chain the next state is independent of the current one, so max-cut,
 # whose energy gradient averages to zero over states, gets no training signal; a lazy chain gives it one.
 DEFAULT_BASE_FLIP = {"mis": 0.5, "maxcut": 0.1}
 # Measured in docs/cam.md: annealed to MIS's 0.2, CAM's max-cut training collapsed near its end on 4 of 6 seeds (the
 # chains stop flipping at their first steps); ended at 0.5 it held on all 6.
 DEFAULT_TAU_END = {"mis": 0.2, "maxcut": 0.5}
+
+
+def check_aggregation(owner: str, aggregation: str) -> None:
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"{owner}: `aggregation` must be one of {list(AGGREGATIONS)}, got {aggregation!r}")
 
 
 @dataclass
@@ -30,6 +36,11 @@ class CAMConfig:
     chains: int = field(default=8, metadata={"help": "Parallel chains K per graph; best-of-K decoding (>= 1)."})
     hidden: int = field(default=32, metadata={"help": "Width of the GNN (>= 1)."})
     layers: int = field(default=3, metadata={"help": "Message-passing layers of the GNN (>= 1)."})
+    aggregation: str = field(
+        default="mean",
+        metadata={"help": f"How a node hears its neighbours, one of {list(AGGREGATIONS)}: their mean, or their sum "
+                  "over sqrt(degree) standardised over each graph, which dense graphs need (docs/cam.md)."},
+    )
     method: str = field(
         default="cam",
         metadata={"help": f"Training signal, one of {list(METHODS)}: adjoint matching, or the REINFORCE baseline."},
@@ -63,6 +74,7 @@ class CAMConfig:
         check_problem(owner, self.problem)
         if self.method not in METHODS:
             raise ValueError(f"{owner}: `method` must be one of {list(METHODS)}, got {self.method!r}")
+        check_aggregation(owner, self.aggregation)
         for name in ("steps", "chains", "hidden", "layers", "train_steps", "graphs_per_step"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -5,6 +5,7 @@
     python benchmarks/pem.py --suite-dir outputs/pem_suite        # the misranking-slice report of the suite runs
     python benchmarks/pem.py --suite-dir A B                      # seeds run into two folders, pooled
     python benchmarks/pem.py --suite-dir A --against-dir B        # A's RB-PEM and sep-CMA-ES against B's methods
+    python benchmarks/pem.py --suite-dir A --reference-dir B      # A ran without sep-CMA-ES: B's runs give the slice
 
 Runs the ``pem`` recipe (D = 10, budgets 100 D and 200 D, f101-f130, ``--instances``; the external tasks with
 ``--seeds``) and reports, per budget, RB-PEM's and probe-and-switch's wins/losses/ties against every other
@@ -135,14 +136,16 @@ def misranking_curve(runs: list[list], block: int = 10) -> list[tuple[float, flo
     return curve
 
 
-def suite_report(suite_dirs: list[str], threshold: float, output_dir: str) -> dict:
+def suite_report(suite_dirs: list[str], threshold: float, output_dir: str, reference_dirs: list[str] = ()) -> dict:
     """RB-PEM against every other method over the runs of ``hf-ext run pem --config pem_suite`` in ``suite_dirs``
     (any dimensions; each seed's run of a problem is its own pair): wins/losses inside and outside the
     high-misranking slice, per budget and function group, each dimension apart and all together, with the sign and
     Wilcoxon signed-rank tests; the win rate by misranking bin (plot); the misranking of each function, and by
     generation for each function group (plot). Writes pem_suite_slices.csv, pem_suite_winrate.png and
-    pem_suite_misranking.png."""
+    pem_suite_misranking.png. ``reference_dirs`` lend their sep-CMA-ES runs, which define the slice, to suite runs
+    made without it (the same seeds: each problem's random stream is the same in every run)."""
     records = [record for suite_dir in suite_dirs for record in read_index(Path(suite_dir) / "coco")]
+    records += [r for folder in reference_dirs for r in read_index(Path(folder) / "coco") if r["method"] == "sep_cma"]
     runs = Counter(run_key(r) for r in records)
     repeated = [run for run, count in runs.items() if count > 1]
     if repeated:
@@ -254,6 +257,12 @@ def main() -> None:
     parser.add_argument(
         "--against-dir", help="with --suite-dir: its RB-PEM and sep-CMA-ES against this other suite run's methods"
     )
+    parser.add_argument(
+        "--reference-dir",
+        nargs="+",
+        default=[],
+        help="with --suite-dir: take the slice's sep-CMA-ES runs from these suite runs (the same seeds)",
+    )
     parser.add_argument("--misranking-threshold", type=float, default=0.25, help="the high-misranking slice")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -265,7 +274,7 @@ def main() -> None:
         emit(report)
         return
     if args.suite_dir:
-        report = suite_report(args.suite_dir, args.misranking_threshold, args.output_dir)
+        report = suite_report(args.suite_dir, args.misranking_threshold, args.output_dir, args.reference_dir)
         save_json(args.output_dir, "pem_suite", report)
         emit({key: report[key] for key in ("dimensions", "runs", "rb_pem_all_groups")})
         return

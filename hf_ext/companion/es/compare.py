@@ -80,7 +80,8 @@ def slice_tests(
 ) -> list[dict]:
     """:func:`paired_test` of ``method`` against ``baseline`` per budget, inside the high-misranking slice
     (problems whose ``reference`` misranking is at least ``threshold``) and outside it, for each function group
-    and for all functions."""
+    and for all functions. A problem without a ``reference`` run, or whose run measured no misranking, is in
+    neither slice (not silently in the low one)."""
     misranking = problem_misranking(records, reference)
     rows = []
     for k in sorted({r["budget_multiplier"] for r in records}):
@@ -90,7 +91,9 @@ def slice_tests(
                 keys = [
                     key
                     for key in sorted(ours.keys() & theirs.keys())
-                    if key[0] in functions and (misranking.get((*key, k), math.nan) >= threshold) == inside
+                    if key[0] in functions
+                    and not math.isnan(level := misranking.get((*key, k), math.nan))
+                    and (level >= threshold) == inside
                 ]
                 rows.append(
                     {

@@ -67,6 +67,14 @@ def test_each_seed_of_a_problem_is_its_own_pair_with_its_own_misranking():
     assert (high["wins"], high["losses"], low["wins"], low["losses"]) == (1, 0, 0, 1)
 
 
+def test_a_problem_without_a_reference_run_is_in_neither_slice():
+    """A run of the suite without sep-CMA-ES has no misranking to slice by: its pairs must not land in the low slice."""
+    records = [_record("a", 101, 1.0), _record("b", 101, 2.0), _record("a", 102, 1.0), _record("b", 102, 2.0)]
+    records.append(_record("sep_cma", 102, 5.0, misranking=[0.4]))
+    rows = {r["slice"]: r for r in slice_tests(records, "a", "b", threshold=0.25) if r["group"] == "all"}
+    assert (rows["misranking >= 0.25"]["pairs"], rows["misranking < 0.25"]["pairs"]) == (1, 0)
+
+
 def test_ecdf_counts_targets_reached_by_each_budget():
     records = [_record("a", 101, 1e-3, [[1, 10.0], [50, 1e-3]])]
     curve = ecdf(records, np.array([1, 49, 50]), targets=np.array([100.0, 1.0, 1e-3, 1e-8]))[("a", 100)]

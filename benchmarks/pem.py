@@ -266,6 +266,8 @@ def main() -> None:
     parser.add_argument("--misranking-threshold", type=float, default=0.25, help="the high-misranking slice")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.reference_dir and (not args.suite_dir or args.against_dir):
+        parser.error("--reference-dir goes with --suite-dir alone (--against-dir takes its slice from its own runs)")
     if args.suite_dir and args.against_dir:
         if len(args.suite_dir) > 1:
             parser.error("--against-dir compares one --suite-dir, got several")

@@ -65,7 +65,7 @@ class FlipGNN(nn.Module):
         total = torch.sparse.mm(batch.adjacency, flat).reshape(n, b, self.hidden).transpose(0, 1)
         degrees = batch.degrees.clamp(min=1)[None, :, None]
         if self.aggregation == "mean":
-            return total * (1 / degrees)
+            return total * (1 / degrees)  # the reciprocal, as before this option: the mean path's numbers to the bit
         return standardize_per_graph(total / degrees.sqrt(), batch)
 
     def save_pretrained(self, directory: str | Path) -> None:

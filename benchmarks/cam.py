@@ -45,6 +45,9 @@ def main() -> None:
                              "shipped config's, 0 skips them")
     parser.add_argument("--base-flip", type=float, default=None,
                         help="reference chain's flip probability; default each problem's own (0.5 MIS, 0.1 max-cut)")
+    parser.add_argument("--aggregation", choices=["mean", "normalized"], default=None,
+                        help="how a node hears its neighbours; default each problem's own (normalized MIS, mean "
+                             "max-cut; mean for both until 2026-12-05)")
     parser.add_argument("--hidden", type=int, default=None, help="GNN width; default the shipped config's")
     parser.add_argument("--layers", type=int, default=None,
                         help="GNN message-passing layers; default the shipped config's")
@@ -56,7 +59,7 @@ def main() -> None:
     flags = ["--config", str(shipped_config("cam")), "--output_dir", args.output_dir, "--seeds", *map(str, args.seeds),
              *budget, "--eval_graphs", str(args.eval_graphs),
              "--problems", *args.problems]
-    for flag in ("base_flip", "large_time_limit", "hidden", "layers", "eval_chains", "workers"):
+    for flag in ("base_flip", "aggregation", "large_time_limit", "hidden", "layers", "eval_chains", "workers"):
         if getattr(args, flag) is not None:
             flags += [f"--{flag}", str(getattr(args, flag))]
     results = run_recipe(flags)

@@ -15,6 +15,9 @@ DEFAULT_BASE_FLIP = {"mis": 0.5, "maxcut": 0.1}
 # Measured in docs/cam.md: annealed to MIS's 0.2, CAM's max-cut training collapsed near its end on 4 of 6 seeds (the
 # chains stop flipping at their first steps); ended at 0.5 it held on all 6.
 DEFAULT_TAU_END = {"mis": 0.2, "maxcut": 0.5}
+# Measured in docs/cam.md: over ER graphs' hundred neighbours the mean blurs one set neighbour to 1/100; MIS decoded
+# 3.32% from exact with the normalized sum against 5.96% with the mean. On max-cut's BA graphs the two were level.
+DEFAULT_AGGREGATION = {"mis": "normalized", "maxcut": "mean"}
 
 
 def check_aggregation(owner: str, aggregation: str) -> None:
@@ -36,10 +39,11 @@ class CAMConfig:
     chains: int = field(default=8, metadata={"help": "Parallel chains K per graph; best-of-K decoding (>= 1)."})
     hidden: int = field(default=32, metadata={"help": "Width of the GNN (>= 1)."})
     layers: int = field(default=3, metadata={"help": "Message-passing layers of the GNN (>= 1)."})
-    aggregation: str = field(
-        default="mean",
+    aggregation: str | None = field(
+        default=None,
         metadata={"help": f"How a node hears its neighbours, one of {list(AGGREGATIONS)}: their mean, or their sum "
-                  "over sqrt(degree) standardised over each graph, which dense graphs need (docs/cam.md)."},
+                  "over sqrt(degree) standardised over each graph, which dense graphs need; None takes the "
+                  "problem's: normalized for MIS (ER graphs), mean for max-cut (docs/cam.md)."},
     )
     method: str = field(
         default="cam",
@@ -74,7 +78,8 @@ class CAMConfig:
         check_problem(owner, self.problem)
         if self.method not in METHODS:
             raise ValueError(f"{owner}: `method` must be one of {list(METHODS)}, got {self.method!r}")
-        check_aggregation(owner, self.aggregation)
+        if self.aggregation is not None:
+            check_aggregation(owner, self.aggregation)
         for name in ("steps", "chains", "hidden", "layers", "train_steps", "graphs_per_step"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -100,3 +105,8 @@ class CAMConfig:
     def final_temperature(self) -> float:
         """The temperature training ends at: ``tau_end``, or the problem's default where it is None."""
         return DEFAULT_TAU_END[self.problem] if self.tau_end is None else self.tau_end
+
+    @property
+    def neighbour_aggregation(self) -> str:
+        """How the network hears its neighbours: ``aggregation``, or the problem's default where it is None."""
+        return DEFAULT_AGGREGATION[self.problem] if self.aggregation is None else self.aggregation

@@ -43,7 +43,7 @@ def initial_model(config: CAMConfig) -> FlipGNN:
     """The network ``train`` starts from, seeded by ``config.seed`` (the global generator is left as it was): the
     reference chain, ``config.reference_flip``."""
     with seeded_global_rng(config.seed):  # torch.nn's initialisers draw from the global generator
-        model = FlipGNN(config.hidden, config.layers, config.aggregation)
+        model = FlipGNN(config.hidden, config.layers, config.neighbour_aggregation)
     torch.nn.init.constant_(model.head.bias, base_logit(config))
     return model
 

@@ -60,6 +60,14 @@ def test_bad_aggregation_names_the_field():
         FlipGNN(4, 1, "max")
 
 
+def test_an_unset_aggregation_is_the_problems_own():
+    """MIS's ER graphs have a hundred neighbours a node, which the mean blurs; max-cut's BA graphs have few, and
+    there the two were level; a set ``aggregation`` wins."""
+    assert initial_model(CAMConfig(problem="mis", hidden=4, layers=1)).aggregation == "normalized"
+    assert initial_model(CAMConfig(problem="maxcut", hidden=4, layers=1)).aggregation == "mean"
+    assert initial_model(CAMConfig(problem="mis", hidden=4, layers=1, aggregation="mean")).aggregation == "mean"
+
+
 def test_aggregation_survives_save_and_load_and_an_older_checkpoint_is_mean(tmp_path):
     model = initial_model(CAMConfig(hidden=4, layers=1, aggregation="normalized"))
     model.save_pretrained(tmp_path)

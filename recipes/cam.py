@@ -61,6 +61,7 @@ from hf_ext.companion.combinatorial.cam import (
     local_search_mis,
     multistart_local_search,
     rb_graph,
+    redumis_mis,
     solve,
     train,
     training_signal_variance,
@@ -114,7 +115,14 @@ class CAMArguments:
         default=0.0,
         metadata={
             "help": "MIS: seconds per large_nodes graph for the strong classical references there, HiGHS "
-            "(time-limited) and the iterated local search (>= 0; 0 skips both)."
+            "(time-limited), the iterated local search and, with kamis_redumis, KaMIS (>= 0; 0 skips them)."
+        },
+    )
+    kamis_redumis: str = field(
+        default="",
+        metadata={
+            "help": "Path of KaMIS's redumis binary (built from its C++ repository); when set, KaMIS is a third "
+            "strong reference on the large_nodes graphs, with large_time_limit seconds each ('' skips it)."
         },
     )
     rb_vars: list[int] = field(
@@ -153,6 +161,7 @@ class CAMArguments:
             checks[name] = (getattr(self, name) >= 1, ">= 1")
         checks["exact_time_limit"] = (self.exact_time_limit > 0, "> 0")
         checks["large_time_limit"] = (self.large_time_limit >= 0, ">= 0")
+        checks["kamis_redumis"] = (not self.kamis_redumis or Path(self.kamis_redumis).is_file(), "'' or a file")
         for name, (ok, allowed) in checks.items():
             if not ok:
                 raise ValueError(f"{owner}: `{name}` must be {allowed}, got {getattr(self, name)!r}")
@@ -205,7 +214,8 @@ def classical(problem: str, starts: int, seed: int) -> dict:
 
 def evaluate(problem, name, graphs, models, config, args, seed, strong_time_limit: float = 0.0) -> list[dict]:
     """One row per method on one evaluation set: mean value and mean gap to the reference per graph; with
-    ``strong_time_limit`` (MIS), also HiGHS and the iterated local search for that many seconds per graph."""
+    ``strong_time_limit`` (MIS), also HiGHS, the iterated local search and (with ``kamis_redumis``) KaMIS for that
+    many seconds per graph."""
     values, seconds = {}, {}
     batch = batch_graphs(graphs)
     for (method, model), local_search in itertools.product(models.items(), (False, True)):
@@ -218,6 +228,8 @@ def evaluate(problem, name, graphs, models, config, args, seed, strong_time_limi
             iterated_local_search_mis(g, greedy_mis(g), strong_time_limit, seed=seed).sum()
         )
         solvers["highs"] = lambda g: float(exact_mis(g, strong_time_limit)[0].sum())
+        if args.kamis_redumis:
+            solvers["kamis"] = lambda g: float(redumis_mis(g, args.kamis_redumis, strong_time_limit, seed).sum())
     for method, solver in solvers.items():
         start = time.perf_counter()
         values[method], seconds[method] = [solver(g) for g in graphs], time.perf_counter() - start

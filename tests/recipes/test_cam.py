@@ -59,7 +59,8 @@ def test_quick_run_on_two_processes_writes_rows_variances_and_plots(tmp_path, to
     [("problems", ["tsp"], r"`problems` must be a non-empty subset of \['mis', 'maxcut'\]"),
      ("train_nodes", [50, 10], "`train_nodes` must be"), ("edge_prob", 0.0, "`edge_prob` must be in"),
      ("large_nodes", [800, 700], r"`large_nodes` must be \[\] or \[low, high\]"),
-     ("rb_domain", 1, "`rb_domain` must be >= 2"), ("large_time_limit", -1.0, "`large_time_limit` must be >= 0")],
+     ("rb_domain", 1, "`rb_domain` must be >= 2"), ("large_time_limit", -1.0, "`large_time_limit` must be >= 0"),
+     ("kamis_redumis", "/no/such/redumis", "`kamis_redumis` must be '' or a file")],
 )
 def test_bad_arguments_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=f"CAMArguments: {message}"):

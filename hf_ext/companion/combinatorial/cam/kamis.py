@@ -12,6 +12,9 @@ import numpy as np
 
 from .graphs import Graph
 
+# redumis's clock starts after it has read the graph: a run is stopped only this long after its time limit
+READ_MARGIN_SECONDS = 60.0
+
 
 def write_metis(graph: Graph, path: Path) -> None:
     """The METIS graph format KaMIS reads: ``n m``, then each node's neighbours, 1-based and sorted, a line each."""
@@ -41,7 +44,10 @@ def redumis_mis(graph: Graph, binary: str, time_limit: float, seed: int = 0) -> 
         graph_file, set_file = Path(folder) / "graph.metis", Path(folder) / "set.txt"
         write_metis(graph, graph_file)
         command = [binary, str(graph_file), f"--output={set_file}", f"--time_limit={time_limit}", f"--seed={seed}"]
-        done = subprocess.run(command, capture_output=True, text=True)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=time_limit + READ_MARGIN_SECONDS)
+        except subprocess.TimeoutExpired as error:
+            raise RuntimeError(f"redumis did not stop within {time_limit} s + {READ_MARGIN_SECONDS} s") from error
         if done.returncode != 0 or not set_file.exists():
             raise RuntimeError(f"redumis failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
         return read_independent_set(graph, set_file)

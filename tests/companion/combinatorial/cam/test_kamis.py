@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-from hf_ext.companion.combinatorial.cam import Graph, erdos_renyi, exact_mis, redumis_mis
+from hf_ext.companion.combinatorial.cam import Graph, erdos_renyi, exact_mis, kamis, redumis_mis
 from hf_ext.companion.combinatorial.cam.kamis import read_independent_set, write_metis
 
 PATH = Graph(4, np.array([[0, 1], [1, 2], [2, 3]]))
@@ -36,13 +36,30 @@ def test_a_set_that_is_not_independent_or_of_the_wrong_length_is_refused(tmp_pat
             read_independent_set(PATH, tmp_path / "s")
 
 
+def executable(path, source):
+    path.write_text(f"#!{sys.executable}\n{source}")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
 def test_the_binary_gets_the_graph_and_its_set_is_read_back(tmp_path):
-    binary = tmp_path / "redumis"
-    binary.write_text(f"#!{sys.executable}\n{FAKE_REDUMIS}")
-    binary.chmod(binary.stat().st_mode | stat.S_IEXEC)
-    assert redumis_mis(PATH, str(binary), 1.0).tolist() == [True, False, True, False]
+    binary = executable(tmp_path / "redumis", FAKE_REDUMIS)
+    assert redumis_mis(PATH, binary, 1.0).tolist() == [True, False, True, False]
     with pytest.raises(FileNotFoundError, match="redumis_mis: `binary` must be the path of KaMIS's redumis"):
         redumis_mis(PATH, str(tmp_path / "missing"), 1.0)
+
+
+def test_a_binary_that_does_not_stop_is_stopped(tmp_path, monkeypatch):
+    monkeypatch.setattr(kamis, "READ_MARGIN_SECONDS", 0.5)
+    binary = executable(tmp_path / "redumis", "import time\ntime.sleep(30)\n")
+    with pytest.raises(RuntimeError, match="redumis did not stop within 0.1 s"):
+        redumis_mis(PATH, binary, 0.1)
+
+
+def test_a_failing_binary_is_an_error_with_its_message(tmp_path):
+    binary = executable(tmp_path / "redumis", "import sys\nsys.exit('cannot read the graph')\n")
+    with pytest.raises(RuntimeError, match="redumis failed \\(exit 1\\): cannot read the graph"):
+        redumis_mis(PATH, binary, 1.0)
 
 
 @pytest.mark.slow

@@ -6,7 +6,8 @@ import pytest
 
 from hf_ext import cli
 from hf_ext._settings import SettingsMismatchError
-from hf_ext.companion.combinatorial.cam import CAMConfig
+from hf_ext.companion.combinatorial.cam import CAMConfig, greedy_mis
+from hf_ext.recipes import cam as recipe
 from hf_ext.recipes import shipped_config
 from hf_ext.recipes._jobs import check_job_settings
 from hf_ext.recipes._settings import run_config
@@ -116,3 +117,22 @@ def test_a_rerun_with_other_settings_is_refused_before_any_job(tmp_path):
     with pytest.raises(SettingsMismatchError, match=message):
         main([*STEP_BUDGETS, "--train_steps", "11", "--seeds", "1", "--output_dir", str(tmp_path)])
     assert list((tmp_path / "jobs").iterdir()) == [tmp_path / "jobs" / "mis_seed_0.json"]
+
+
+def test_kamis_is_a_reference_on_the_large_graphs_with_their_time_limit(tmp_path, monkeypatch):
+    """With ``kamis_redumis`` the large ER set gets a ``kamis`` row, run with ``large_time_limit`` seconds a graph
+    (the binary's own protocol is tested in tests/companion/combinatorial/cam/test_kamis.py)."""
+    calls = []
+
+    def fake_redumis(graph, binary, time_limit, seed):
+        calls.append((graph.num_nodes, binary, time_limit))
+        return greedy_mis(graph)
+
+    monkeypatch.setattr(recipe, "redumis_mis", fake_redumis)
+    binary = tmp_path / "redumis"
+    binary.write_text("")
+    flags = [*STEP_BUDGETS, "--problems", "mis", "--large_time_limit", "0.1", "--kamis_redumis", str(binary)]
+    results = main([*flags, "--output_dir", str(tmp_path / "out")])
+    kamis = [row for row in results["rows"] if row["method"] == "kamis"]
+    assert [row["eval_set"] for row in kamis] == ["er40-50"]
+    assert calls and all(40 <= n <= 50 and b == str(binary) and t == 0.1 for n, b, t in calls)

@@ -47,3 +47,16 @@ def test_solve_runs_the_given_population_size(method):
     # 60 evaluations: 4 generations of 15
     result = solve(method, sphere, np.full(4, 2.0), 60, -5.0, 5.0, seed=0, popsize=15)
     assert result.evaluations == 60 and result.iterations == 4
+
+
+@pytest.mark.parametrize("method", ["ng_noisy_one_plus_one", "ng_tbpsa", "ng_ngopt"])
+def test_nevergrad_runs_follow_the_seed_not_the_global_generator(method):
+    """A suite run resumed in a new process must redo a problem the same way: Nevergrad's optimizers draw from the
+    seeded parametrization, whatever numpy's global state is."""
+    pytest.importorskip("nevergrad")
+    results = []
+    for global_seed in (1, 2):
+        np.random.seed(global_seed)
+        result = solve(method, sphere, np.full(3, 2.0), 200, -5.0, 5.0, seed=0)
+        results.append((result.fbest, result.xfavorite.tolist()))
+    assert results[0] == results[1]

@@ -6,6 +6,8 @@
     python benchmarks/pem.py --suite-dir A B                      # seeds run into two folders, pooled
     python benchmarks/pem.py --suite-dir A --against-dir B        # A's RB-PEM and sep-CMA-ES against B's methods
     python benchmarks/pem.py --suite-dir A --reference-dir B      # A ran without sep-CMA-ES: B's runs give the slice
+    python benchmarks/pem.py --suite-dir A --challenger unbiased_pem   # another of our methods against the rest
+    python benchmarks/pem.py --bias-only --bias-weights unbiased_pem   # its bias against the plain ES's update
 
 Runs the ``pem`` recipe (D = 10, budgets 100 D and 200 D, f101-f130, ``--instances``; the external tasks with
 ``--seeds``) and reports, per budget, RB-PEM's and probe-and-switch's wins/losses/ties against every other
@@ -40,14 +42,23 @@ from hf_ext.recipes.pem import main as run_recipe
 FUNCTIONS = range(101, 131)  # all of bbob-noisy
 
 
-def update_bias(function: int, dimension: int, seed: int, trials: int, warmup: int, popsize: int | None = None) -> dict:
-    """RB-PEM's mean update against the hard weights' on the same evaluations, over ``trials`` fresh noisy
-    evaluations of one fixed population: the population of a plain sep-CMA-ES after ``warmup`` x D evaluations
-    from COCO's initial solution (0: the first population). Each trial evaluates the population, spends RB-PEM's
-    capped re-evaluations, and computes the update ``sigma w @ y`` with hard log-rank weights on the candidates'
-    means (the reference) and with RB-PEM's expected weights; also the hard weights on the first evaluations
-    alone (the plain ES's update, without the re-evaluations). ``popsize``: the population's size (None: CMA-ES's
-    default, which from D = 10 on leaves RB-PEM's fit no residual freedom)."""
+def update_bias(
+    function: int,
+    dimension: int,
+    seed: int,
+    trials: int,
+    warmup: int,
+    popsize: int | None = None,
+    weights: str = "rb_pem",
+) -> dict:
+    """A PEM scheme's mean update (``weights``: ``rb_pem`` or ``unbiased_pem``) against the hard weights', over
+    ``trials`` fresh noisy evaluations of one fixed population: the population of a plain sep-CMA-ES after
+    ``warmup`` x D evaluations from COCO's initial solution (0: the first population). Each trial evaluates the
+    population, spends the scheme's capped re-evaluations, and computes the update ``sigma w @ y`` with hard
+    log-rank weights on the candidates' means (the reference) and with the scheme's weights; also the hard
+    weights on the first evaluations alone (the plain ES's update, without the re-evaluations: the reference
+    ``unbiased_pem`` keeps, ``*_vs_single``). ``popsize``: the population's size (None: CMA-ES's default, which
+    from D = 10 on leaves RB-PEM's fit no residual freedom)."""
     suite = cocoex.Suite("bbob-noisy", "", "")  # kept referenced while its problem is in use
     problem = suite.get_problem_by_function_dimension_instance(function, dimension, 1)
     es = SepCMAES(problem.initial_solution, ESConfig(weights="log", sigma0=2.0, seed=seed, popsize=popsize))
@@ -56,7 +67,7 @@ def update_bias(function: int, dimension: int, seed: int, trials: int, warmup: i
         es.tell(X, [problem(x) for x in X])
     population = es.ask()
     y = (population - es.mean) / es.sigma
-    scheme, hard = make_weight_scheme(ESConfig(weights="rb_pem", seed=seed)), LogWeights()
+    scheme, hard = make_weight_scheme(ESConfig(weights=weights, seed=seed)), LogWeights()
     updates = {"hard": [], "single": [], "rb_pem": []}
     for _ in range(trials):
         evaluations = [np.array([problem(x)]) for x in population]
@@ -72,36 +83,42 @@ def update_bias(function: int, dimension: int, seed: int, trials: int, warmup: i
     rms = max(float(np.sqrt((hard_updates**2).sum(axis=1).mean())), 1e-300)
     difference = pem - hard_updates
     hard_mean, pem_mean = hard_updates.mean(axis=0), pem.mean(axis=0)
+    single_norm = max(float(np.linalg.norm(single.mean(axis=0))), 1e-300)
+    single_rms = max(float(np.sqrt((single**2).sum(axis=1).mean())), 1e-300)
+    from_single = pem - single
     return {
         "bias_over_norm": float(np.linalg.norm(difference.mean(axis=0))) / norm,
         "bias_over_rms": float(np.linalg.norm(difference.mean(axis=0))) / rms,
         "bias_standard_error": float(np.sqrt((difference.var(axis=0, ddof=1) / trials).sum())) / norm,
-        "bias_vs_single_over_norm": float(np.linalg.norm((pem - single).mean(axis=0)))
-        / max(float(np.linalg.norm(single.mean(axis=0))), 1e-300),
+        "bias_vs_single_over_norm": float(np.linalg.norm(from_single.mean(axis=0))) / single_norm,
+        "bias_vs_single_over_rms": float(np.linalg.norm(from_single.mean(axis=0))) / single_rms,
+        "bias_vs_single_standard_error": float(np.sqrt((from_single.var(axis=0, ddof=1) / trials).sum())) / single_norm,
         "variance_ratio": float(pem.var(axis=0).sum() / max(hard_updates.var(axis=0).sum(), 1e-300)),
+        "variance_ratio_vs_single": float(pem.var(axis=0).sum() / max(single.var(axis=0).sum(), 1e-300)),
         # what the bias is: a shorter mean step (length ratio below 1), a turned one (cosine below 1), or both
         "length_ratio": float(np.linalg.norm(pem_mean)) / norm,
         "cosine": float(pem_mean @ hard_mean) / max(float(np.linalg.norm(pem_mean)) * norm, 1e-300),
     }
 
 
-def weight_seconds(dimension: int, popsize: int | None = None, repeats: int = 300) -> dict:
-    """Median seconds per generation of the weight computation: RB-PEM (B replicates) against hard weights."""
-    config = ESConfig(weights="rb_pem", popsize=popsize)
+def weight_seconds(dimension: int, popsize: int | None = None, repeats: int = 300, weights: str = "rb_pem") -> dict:
+    """Median seconds per generation of the weight computation: a PEM scheme (RB-PEM: B replicates) against hard
+    weights."""
+    config = ESConfig(weights=weights, popsize=popsize)
     es = SepCMAES(np.zeros(dimension), config)
     rng = np.random.default_rng(0)
     scheme, hard = make_weight_scheme(config), LogWeights()
     population = es.ask()
-    times = {"hard": [], "rb_pem": []}
+    times = {"hard": [], weights: []}
     for _ in range(repeats):
         evaluations = [np.array([v]) for v in rng.standard_normal(es.popsize)]
         evaluations[0] = np.append(evaluations[0], rng.standard_normal())
-        for name, weights in (("hard", hard), ("rb_pem", scheme)):
+        for name, chosen in (("hard", hard), (weights, scheme)):
             start = time.perf_counter()
-            weights(evaluations, es.base, population)
+            chosen(evaluations, es.base, population)
             times[name].append(time.perf_counter() - start)
-    hard_s, pem_s = statistics.median(times["hard"]), statistics.median(times["rb_pem"])
-    return {"hard_seconds": hard_s, "rb_pem_seconds": pem_s, "popsize": es.popsize, "replicates": config.replicates}
+    hard_s, pem_s = statistics.median(times["hard"]), statistics.median(times[weights])
+    return {"hard_seconds": hard_s, f"{weights}_seconds": pem_s, "popsize": es.popsize, "replicates": config.replicates}
 
 
 def misranking_table(records: list[dict], reference: str = "sep_cma", early: int = 10) -> dict:
@@ -136,9 +153,12 @@ def misranking_curve(runs: list[list], block: int = 10) -> list[tuple[float, flo
     return curve
 
 
-def suite_report(suite_dirs: list[str], threshold: float, output_dir: str, reference_dirs: list[str] = ()) -> dict:
-    """RB-PEM against every other method over the runs of ``hf-ext run pem --config pem_suite`` in ``suite_dirs``
-    (any dimensions; each seed's run of a problem is its own pair): wins/losses inside and outside the
+def suite_report(
+    suite_dirs: list[str], threshold: float, output_dir: str, reference_dirs: list[str] = (), challenger: str = "rb_pem"
+) -> dict:
+    """``challenger`` (RB-PEM, or another of our methods) against every other method over the runs of ``hf-ext run
+    pem --config pem_suite`` in ``suite_dirs`` (any dimensions; each seed's run of a problem is its own pair):
+    wins/losses inside and outside the
     high-misranking slice, per budget and function group, each dimension apart and all together, with the sign and
     Wilcoxon signed-rank tests; the win rate by misranking bin (plot); the misranking of each function, and by
     generation for each function group (plot). Writes pem_suite_slices.csv, pem_suite_winrate.png and
@@ -151,7 +171,7 @@ def suite_report(suite_dirs: list[str], threshold: float, output_dir: str, refer
     if repeated:
         raise ValueError(f"--suite-dir: {len(repeated)} runs are in more than one folder, e.g. {repeated[0]}")
     dimensions = sorted({r["dimension"] for r in records})
-    baselines = sorted({r["method"] for r in records} - {"rb_pem"})
+    baselines = sorted({r["method"] for r in records} - {challenger})
     rows = []
     for chosen in [[d] for d in dimensions] + ([dimensions] if len(dimensions) > 1 else []):
         subset = [r for r in records if r["dimension"] in chosen]
@@ -159,7 +179,7 @@ def suite_report(suite_dirs: list[str], threshold: float, output_dir: str, refer
         rows += [
             {"dimensions": label} | row
             for other in baselines
-            for row in slice_tests(subset, "rb_pem", other, threshold)
+            for row in slice_tests(subset, challenger, other, threshold)
         ]
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -173,13 +193,13 @@ def suite_report(suite_dirs: list[str], threshold: float, output_dir: str, refer
         f"budget {k}D, D = {'+'.join(map(str, dimensions))}": {
             f"vs {other}": [
                 ((b["low"] + b["high"]) / 2, b["win_rate"])
-                for b in win_rate_by_misranking(records, "rb_pem", other, k, edges)
+                for b in win_rate_by_misranking(records, challenger, other, k, edges)
             ]
             for other in baselines
         }
         for k in budgets
     }
-    title = "RB-PEM's win rate against the pair misranking of sep-CMA-ES's run"
+    title = f"{challenger}'s win rate against the pair misranking of sep-CMA-ES's run"
     plot_line_panels(panels, out / "pem_suite_winrate.png", title, "misranking (mean over generations)", "win rate")
     by_generation = {
         f"D = {d}, budget {budgets[-1]}D": {
@@ -212,7 +232,7 @@ def suite_report(suite_dirs: list[str], threshold: float, output_dir: str, refer
         "dimensions": dimensions,
         "runs": len(records),
         "groups": {name: [min(f), max(f)] for name, f in FUNCTION_GROUPS.items()},
-        "rb_pem_all_groups": summary,
+        f"{challenger}_all_groups": summary,
         "misranking": misranking_table(records),
         "slices": rows,
     }
@@ -246,6 +266,12 @@ def main() -> None:
     parser.add_argument("--bias-dimension", type=int, default=2, help="D of the update-bias measurement")
     parser.add_argument("--bias-popsize", type=int, help="its population size (default: CMA-ES's 4 + 3 ln D)")
     parser.add_argument(
+        "--bias-weights",
+        choices=["rb_pem", "unbiased_pem"],
+        default="rb_pem",
+        help="the PEM scheme whose update bias is measured",
+    )
+    parser.add_argument(
         "--bias-warmups", type=int, nargs="+", default=[0, 50], help="sep-CMA-ES evaluations / D before fixing"
     )
     parser.add_argument("--bias-only", action="store_true", help="only the update bias and the weights' time")
@@ -264,6 +290,9 @@ def main() -> None:
         help="with --suite-dir: take the slice's sep-CMA-ES runs from these suite runs (the same seeds)",
     )
     parser.add_argument("--misranking-threshold", type=float, default=0.25, help="the high-misranking slice")
+    parser.add_argument(
+        "--challenger", default="rb_pem", help="with --suite-dir: the method compared with every other (unbiased_pem)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     if args.reference_dir and (not args.suite_dir or args.against_dir):
@@ -276,9 +305,11 @@ def main() -> None:
         emit(report)
         return
     if args.suite_dir:
-        report = suite_report(args.suite_dir, args.misranking_threshold, args.output_dir, args.reference_dir)
+        report = suite_report(
+            args.suite_dir, args.misranking_threshold, args.output_dir, args.reference_dir, args.challenger
+        )
         save_json(args.output_dir, "pem_suite", report)
-        emit({key: report[key] for key in ("dimensions", "runs", "rb_pem_all_groups")})
+        emit({key: report[key] for key in ("dimensions", "runs", f"{args.challenger}_all_groups")})
         return
     summary = {"seeds": args.seeds}
     results = {"winloss": [], "tasks": {}}
@@ -299,27 +330,34 @@ def main() -> None:
         }
     bias = {
         f"f{function}_warmup{warmup}": update_bias(
-            function, args.bias_dimension, 0, args.trials, warmup, args.bias_popsize
+            function, args.bias_dimension, 0, args.trials, warmup, args.bias_popsize, args.bias_weights
         )
         for warmup in args.bias_warmups
         for function in FUNCTIONS
     }
+    below = {  # the reference a scheme is meant to keep: RB-PEM the hard weights' on its evaluations, the other the
+        # plain ES's single-evaluation update
+        "functions_below_0.05": "bias_over_norm",
+        "functions_below_0.05_of_rms": "bias_over_rms",
+        "functions_below_0.05_vs_single": "bias_vs_single_over_norm",
+        "functions_below_0.05_of_rms_vs_single": "bias_vs_single_over_rms",
+    }
     summary["update_bias"] = {
+        "weights": args.bias_weights,
         "dimension": args.bias_dimension,
         "popsize": args.bias_popsize,
-        "functions_below_0.05": {
-            warmup: sum(bias[f"f{f}_warmup{warmup}"]["bias_over_norm"] < 0.05 for f in FUNCTIONS)
-            for warmup in args.bias_warmups
-        },
-        "functions_below_0.05_of_rms": {
-            warmup: sum(bias[f"f{f}_warmup{warmup}"]["bias_over_rms"] < 0.05 for f in FUNCTIONS)
-            for warmup in args.bias_warmups
+        **{
+            name: {
+                warmup: sum(bias[f"f{f}_warmup{warmup}"][key] < 0.05 for f in FUNCTIONS) for warmup in args.bias_warmups
+            }
+            for name, key in below.items()
         },
         "median_variance_ratio": statistics.median(run["variance_ratio"] for run in bias.values()),
+        "median_variance_ratio_vs_single": statistics.median(run["variance_ratio_vs_single"] for run in bias.values()),
     }
     # a population size belongs to the dimension it was given with
     timed = (args.bias_dimension, args.bias_popsize) if args.bias_popsize else (args.dimension, None)
-    summary["weights_time_per_generation"] = weight_seconds(*timed)
+    summary["weights_time_per_generation"] = weight_seconds(*timed, weights=args.bias_weights)
     summary["wall_seconds"] = round(time.perf_counter() - started, 1)
     save_json(
         args.output_dir, "pem", summary | {"winloss": results["winloss"], "task_runs": results["tasks"], "bias": bias}

@@ -43,7 +43,7 @@ from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
-CHALLENGERS = ("rb_pem", "probe_switch")
+CHALLENGERS = ("rb_pem", "unbiased_pem", "probe_switch")
 REFERENCE = "sep_cma"  # its run's misranking places a problem in or out of the high-misranking slice
 MISRANKING_BINS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 
@@ -51,8 +51,8 @@ MISRANKING_BINS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5)
 @dataclass
 class PemArguments(CocoConfig):
     """CocoConfig (which runs, at which dimension and budgets, seed, workers) and the recipe's own settings: the
-    external tasks and the misranking slice. ``rb_pem`` and ``probe_switch`` among ``methods`` are compared with
-    every other method; COCO's folders go to ``output_dir/coco``."""
+    external tasks and the misranking slice. ``rb_pem``, ``unbiased_pem`` and ``probe_switch`` among ``methods``
+    are compared with every other method; COCO's folders go to ``output_dir/coco``."""
 
     result_folder: str = set_per_run(CocoConfig, "result_folder", by="`output_dir` (its coco/ folder)")
     tasks: list[str] = field(default_factory=lambda: list(TASKS), metadata={"help": f"Any of {list(TASKS)}."})

@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 
 from hf_ext._validation import check_finite_fields
 
-WEIGHTS = ("log", "rb_pem", "probe_switch")
+WEIGHTS = ("log", "rb_pem", "unbiased_pem", "probe_switch")
+MAX_UNBIASED_REEVALUATIONS = 12  # unbiased_pem averages 2^max_reevaluations rankings
 RESTARTS = ("ipop", "none")
 
 
@@ -21,7 +22,8 @@ class ESConfig:
         default="log",
         metadata={
             "help": f"Recombination weights, one of {list(WEIGHTS)}: hard log-rank weights, RB-PEM expected "
-            "weights, or probe-and-switch between the two."
+            "weights, PEM weights averaged over random re-evaluations (unbiased on any noise), or probe-and-switch "
+            "between hard and RB-PEM weights."
         },
     )
     resamples: int = field(
@@ -87,6 +89,13 @@ class ESConfig:
             if not _is_int(value) or (least is not None and value < least):
                 allowed = "an integer" + (f" >= {least}" if least is not None else "")
                 raise ValueError(f"{owner}: `{name}` must be {allowed}, got {value!r}")
+        if self.weights == "unbiased_pem" and self.resamples != 1:
+            raise ValueError(f"{owner}: `resamples` must be 1 with weights='unbiased_pem', got {self.resamples}")
+        if self.weights == "unbiased_pem" and self.max_reevaluations > MAX_UNBIASED_REEVALUATIONS:
+            raise ValueError(
+                f"{owner}: `max_reevaluations` must be <= {MAX_UNBIASED_REEVALUATIONS} with weights='unbiased_pem' "
+                f"(it averages 2^max_reevaluations rankings), got {self.max_reevaluations}"
+            )
         if not self.tolx >= 0:
             raise ValueError(f"{owner}: `tolx` must be >= 0, got {self.tolx}")
 

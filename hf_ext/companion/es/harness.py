@@ -1,9 +1,9 @@
 """The benchmark harness: every compared method as ``solve(method, function, x0, budget, lower, upper, seed)``.
 
-Ours (sep-CMA-ES with log weights, RB-PEM, probe-and-switch, resampling k), pycma's CMA-ES with and without its
-``NoiseHandler`` (UH-CMA-ES), and Nevergrad's optimizers for noisy functions (the outside tool a user would
-pick: its noisy (1+1)-ES, TBPSA and its automatic choice NGOpt) spend the same budget, counted in evaluations,
-re-evaluations included: ``function`` raises :class:`BudgetExhausted` at the first evaluation past it.
+Ours (sep-CMA-ES with log weights, RB-PEM, unbiased PEM, probe-and-switch, resampling k), pycma's CMA-ES with
+and without its ``NoiseHandler`` (UH-CMA-ES), and Nevergrad's optimizers for noisy functions (the outside tool a
+user would pick: its noisy (1+1)-ES, TBPSA and its automatic choice NGOpt) spend the same budget, counted in
+evaluations, re-evaluations included: ``function`` raises :class:`BudgetExhausted` at the first evaluation past it.
 """
 
 import math
@@ -20,6 +20,7 @@ from .result import ESResult
 OURS = {
     "sep_cma": {"weights": "log"},
     "rb_pem": {"weights": "rb_pem"},
+    "unbiased_pem": {"weights": "unbiased_pem"},
     "probe_switch": {"weights": "probe_switch"},
     "resample_2": {"weights": "log", "resamples": 2},
     "resample_5": {"weights": "log", "resamples": 5},

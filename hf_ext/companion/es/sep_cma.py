@@ -14,7 +14,7 @@ from hf_ext._validation import check_finite
 
 from .config import ESConfig
 from .result import ESResult
-from .weights import LogWeights, ProbeAndSwitch, ResidualBootstrapPEM, WeightScheme, log_weights
+from .weights import LogWeights, ProbeAndSwitch, ResidualBootstrapPEM, UnbiasedPEM, WeightScheme, log_weights
 
 # What a run between generations is, besides its config: restored by ``load_state_dict``.
 _STATE = (
@@ -35,6 +35,8 @@ def make_weight_scheme(config: ESConfig) -> WeightScheme:
     """The scheme ``config.weights`` names, built from its fields."""
     if config.weights == "log":
         return LogWeights()
+    if config.weights == "unbiased_pem":
+        return UnbiasedPEM(config.max_reevaluations, seed=config.seed + 1)
     pem = ResidualBootstrapPEM(
         config.replicates, config.band, config.max_reevaluations, config.pool_size, seed=config.seed + 1
     )

@@ -1,9 +1,11 @@
-"""Recombination weights for noisy rankings: hard log-rank weights, RB-PEM expected weights, probe-and-switch.
+"""Recombination weights for noisy rankings: hard log-rank weights, PEM expected weights (RB-PEM's residual
+bootstrap, or the unbiased average over re-evaluations), probe-and-switch.
 
 A scheme sees each candidate's evaluations (one or more) and returns one weight per candidate; it may first
 ask for re-evaluations of a few candidates (``reevaluate``), which the ES spends before calling it.
 """
 
+import itertools
 from typing import Protocol
 
 import numpy as np
@@ -128,6 +130,31 @@ class ResidualBootstrapPEM:
         means = np.array([e.mean() for e in evaluations])
         self.last_flip_rate = elite_flip_rate(replicates, means, int((base > 0).sum()))
         return expected_weights(replicates, base)
+
+
+class UnbiasedPEM:
+    """PEM that keeps the plain ES's expected mean update on any noise law: the hard weights averaged over every
+    choice of one evaluation per candidate, with ``max_reevaluations`` candidates drawn at random evaluated twice.
+
+    Why: RB-PEM's replicates come from a model of f and of the noise (a plane, ``s0 + s1 |f|``), and where
+    bbob-noisy's noise does not fit it the mean update turns (docs/pem.md). Here a candidate's evaluations are
+    exchangeable draws of its noisy value, so each choice of one evaluation per candidate is distributed as the
+    plain ES's single evaluations, and the average has the plain ES's expected weights. With nothing assumed
+    about the noise, the unordered evaluations are a complete sufficient statistic, so this average is also the
+    least dispersed unbiased estimate they allow. The candidates are drawn at random, not at the elite boundary:
+    one picked for its first value is not exchangeable with its second, and the average is then biased.
+    """
+
+    def __init__(self, max_reevaluations: int, seed: int = 0):
+        self.cap = max_reevaluations
+        self.rng = np.random.default_rng(seed)
+
+    def reevaluate(self, means: np.ndarray, base: np.ndarray) -> np.ndarray:
+        return np.sort(self.rng.choice(len(means), size=min(self.cap, len(means)), replace=False))
+
+    def __call__(self, evaluations: list[np.ndarray], base: np.ndarray, population: np.ndarray | None = None):
+        choices = np.array(list(itertools.product(*evaluations)))  # one row per choice: 2^(re-evaluated) rows
+        return base[ranks(choices)].mean(axis=0)
 
 
 def conditional_replicates(

@@ -12,7 +12,17 @@ def sphere(x):
 
 @pytest.mark.parametrize(
     "method",
-    ["sep_cma", "rb_pem", "resample_2", "pycma", "pycma_noise", "ng_noisy_one_plus_one", "ng_tbpsa", "ng_ngopt"],
+    [
+        "sep_cma",
+        "rb_pem",
+        "unbiased_pem",
+        "resample_2",
+        "pycma",
+        "pycma_noise",
+        "ng_noisy_one_plus_one",
+        "ng_tbpsa",
+        "ng_ngopt",
+    ],
 )
 def test_solve_spends_the_budget_and_returns_the_best_point_evaluated(method):
     if method.startswith("pycma"):

@@ -13,7 +13,7 @@ def ellipsoid(x):
 
 
 @pytest.mark.parametrize("function", [sphere, ellipsoid])
-@pytest.mark.parametrize("weights", ["log", "rb_pem", "probe_switch"])
+@pytest.mark.parametrize("weights", ["log", "rb_pem", "unbiased_pem", "probe_switch"])
 def test_converges_on_noiseless_functions(function, weights):
     result = minimize(function, np.full(8, 3.0), ESConfig(weights=weights, max_evaluations=6000, restarts="none"))
     assert result.fbest < 1e-8
@@ -172,7 +172,9 @@ def test_reevaluations_never_exceed_the_cap_per_generation():
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"weights": "hard"}, r"`weights` must be one of \['log', 'rb_pem', 'probe_switch'\]"),
+        ({"weights": "hard"}, r"`weights` must be one of \['log', 'rb_pem', 'unbiased_pem', 'probe_switch'\]"),
+        ({"weights": "unbiased_pem", "resamples": 2}, "`resamples` must be 1 with weights='unbiased_pem', got 2"),
+        ({"weights": "unbiased_pem", "max_reevaluations": 13}, "`max_reevaluations` must be <= 12 with weights="),
         ({"sigma0": float("nan")}, "`sigma0`"),
         ({"sigma0": float("inf")}, "`sigma0` must be a finite number"),
         ({"popsize": 1}, "`popsize` must be an integer >= 2"),
@@ -186,7 +188,7 @@ def test_config_refuses_bad_values(fields, message):
         ESConfig(**fields)
 
 
-@pytest.mark.parametrize("weights", ["rb_pem", "probe_switch"])
+@pytest.mark.parametrize("weights", ["rb_pem", "unbiased_pem", "probe_switch"])
 def test_state_dict_round_trip_continues_the_same_run(weights):
     def noisy(rng):
         return lambda x: sphere(x) * (1 + 0.3 * rng.standard_normal())

@@ -5,6 +5,7 @@ from hf_ext.companion.es import (
     LogWeights,
     ProbeAndSwitch,
     ResidualBootstrapPEM,
+    UnbiasedPEM,
     elite_flip_rate,
     expected_weights,
     log_weights,
@@ -125,6 +126,59 @@ def test_reevaluation_band_is_around_the_elite_boundary_and_capped():
     capped = ResidualBootstrapPEM(replicates=4, band=3, max_reevaluations=2, pool_size=10)
     assert sorted(capped.reevaluate(means, base)) == [4, 5]
     assert ResidualBootstrapPEM(4, 3, 0, 10).reevaluate(means, base).size == 0
+
+
+def test_unbiased_pem_averages_the_hard_weights_over_every_choice_of_evaluation():
+    base = log_weights(4)
+    scheme = UnbiasedPEM(max_reevaluations=1)
+    single = [np.array([v]) for v in (1.0, 2.0, 3.0, 4.0)]
+    np.testing.assert_array_equal(scheme(single, base), base)  # one evaluation each: the hard weights
+    # candidate 3 evaluated twice, best the second time: half the time last, half the time first
+    twice = single[:3] + [np.array([4.0, 0.0])]
+    np.testing.assert_allclose(scheme(twice, base), (base + base[[1, 2, 3, 0]]) / 2)
+
+
+def test_unbiased_pem_draws_its_reevaluations_regardless_of_the_values():
+    base = log_weights(10)
+    picks = [UnbiasedPEM(3, seed=4).reevaluate(means, base) for means in (np.arange(10.0), -np.arange(10.0))]
+    np.testing.assert_array_equal(picks[0], picks[1])
+    assert len(set(picks[0])) == 3
+    assert UnbiasedPEM(0).reevaluate(np.arange(10.0), base).size == 0
+    assert sorted(UnbiasedPEM(20).reevaluate(np.arange(10.0), base)) == list(range(10))
+
+
+def test_unbiased_pem_keeps_the_plain_es_update_under_skewed_multiplicative_noise():
+    # bbob-noisy's severe Gaussian noise, f exp(N(0, 1)): the expected update must be the plain ES's on single
+    # evaluations (within 4 Monte Carlo standard errors) with less dispersion. Averaging over the evaluations of
+    # candidates picked at the elite boundary instead misses it: a candidate picked for its first value is not
+    # exchangeable with its second.
+    rng = np.random.default_rng(0)
+    population = rng.standard_normal((7, 3))
+    base, trials = log_weights(7), 4000
+    scheme, boundary = UnbiasedPEM(2, seed=1), ResidualBootstrapPEM(1, 1, 2, 2)
+
+    def noisy(x):
+        return float(x @ x) * np.exp(rng.standard_normal())
+
+    single, unbiased, at_boundary = [], [], []
+    for _ in range(trials):
+        evaluations = [np.array([noisy(x)]) for x in population]
+        single.append(LogWeights()(evaluations, base) @ population)
+        means = np.array([e[0] for e in evaluations])
+        for chooser, updates in ((scheme, unbiased), (boundary, at_boundary)):
+            again = list(evaluations)
+            for i in chooser.reevaluate(means, base):
+                again[i] = np.append(again[i], noisy(population[i]))
+            updates.append(scheme(again, base) @ population)
+    single, unbiased, at_boundary = map(np.array, (single, unbiased, at_boundary))
+
+    def standard_errors_off(updates):
+        difference = updates - single
+        return np.abs(difference.mean(axis=0)) / np.sqrt(difference.var(axis=0, ddof=1) / trials)
+
+    assert standard_errors_off(unbiased).max() < 4
+    assert unbiased.var(axis=0).sum() < 0.9 * single.var(axis=0).sum()
+    assert standard_errors_off(at_boundary).max() > 6
 
 
 def test_elite_flip_rate_measures_disagreement():

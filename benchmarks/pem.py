@@ -34,7 +34,7 @@ import cocoex
 import numpy as np
 from _harness import benchmark_parser, emit, save_json
 
-from hf_ext.companion.es import ESConfig, LogWeights, SepCMAES, make_weight_scheme, read_index, run_key
+from hf_ext.companion.es import METHODS, ESConfig, LogWeights, SepCMAES, make_weight_scheme, read_index, run_key
 from hf_ext.companion.es.compare import FUNCTION_GROUPS, slice_tests, win_rate_by_misranking
 from hf_ext.plotting import plot_line_panels
 from hf_ext.recipes.pem import main as run_recipe
@@ -68,7 +68,7 @@ def update_bias(
     population = es.ask()
     y = (population - es.mean) / es.sigma
     scheme, hard = make_weight_scheme(ESConfig(weights=weights, seed=seed)), LogWeights()
-    updates = {"hard": [], "single": [], "rb_pem": []}
+    updates = {"hard": [], "single": [], "pem": []}
     for _ in range(trials):
         evaluations = [np.array([problem(x)]) for x in population]
         updates["single"].append(es.sigma * hard(evaluations, es.base) @ y)
@@ -76,9 +76,9 @@ def update_bias(
         for i in scheme.reevaluate(means, es.base):
             evaluations[i] = np.append(evaluations[i], problem(population[i]))
         updates["hard"].append(es.sigma * hard(evaluations, es.base) @ y)
-        updates["rb_pem"].append(es.sigma * scheme(evaluations, es.base, population) @ y)
+        updates["pem"].append(es.sigma * scheme(evaluations, es.base, population) @ y)
     problem.free()
-    hard_updates, single, pem = (np.array(updates[name]) for name in ("hard", "single", "rb_pem"))
+    hard_updates, single, pem = (np.array(updates[name]) for name in ("hard", "single", "pem"))
     norm = max(float(np.linalg.norm(hard_updates.mean(axis=0))), 1e-300)
     rms = max(float(np.sqrt((hard_updates**2).sum(axis=1).mean())), 1e-300)
     difference = pem - hard_updates
@@ -156,14 +156,14 @@ def misranking_curve(runs: list[list], block: int = 10) -> list[tuple[float, flo
 def suite_report(
     suite_dirs: list[str], threshold: float, output_dir: str, reference_dirs: list[str] = (), challenger: str = "rb_pem"
 ) -> dict:
-    """``challenger`` (RB-PEM, or another of our methods) against every other method over the runs of ``hf-ext run
-    pem --config pem_suite`` in ``suite_dirs`` (any dimensions; each seed's run of a problem is its own pair):
-    wins/losses inside and outside the
-    high-misranking slice, per budget and function group, each dimension apart and all together, with the sign and
-    Wilcoxon signed-rank tests; the win rate by misranking bin (plot); the misranking of each function, and by
-    generation for each function group (plot). Writes pem_suite_slices.csv, pem_suite_winrate.png and
-    pem_suite_misranking.png. ``reference_dirs`` lend their sep-CMA-ES runs, which define the slice, to suite runs
-    made without it (the same seeds: each problem's random stream is the same in every run)."""
+    """``challenger`` (RB-PEM, or another of our methods) against every other method over the runs of ``hf-ext run pem
+    --config pem_suite`` in ``suite_dirs`` (any dimensions; each seed's run of a problem is its own pair):
+    wins/losses inside and outside the high-misranking slice, per budget and function group, each dimension apart
+    and all together, with the sign and Wilcoxon signed-rank tests; the win rate by misranking bin (plot); the
+    misranking of each function, and by generation for each function group (plot). Writes pem_suite_slices.csv,
+    pem_suite_winrate.png and pem_suite_misranking.png. ``reference_dirs`` lend their sep-CMA-ES runs, which define
+    the slice, to suite runs made without it (the same seeds: each problem's random stream is the same in every
+    run)."""
     records = [record for suite_dir in suite_dirs for record in read_index(Path(suite_dir) / "coco")]
     records += [r for folder in reference_dirs for r in read_index(Path(folder) / "coco") if r["method"] == "sep_cma"]
     runs = Counter(run_key(r) for r in records)
@@ -291,7 +291,10 @@ def main() -> None:
     )
     parser.add_argument("--misranking-threshold", type=float, default=0.25, help="the high-misranking slice")
     parser.add_argument(
-        "--challenger", default="rb_pem", help="with --suite-dir: the method compared with every other (unbiased_pem)"
+        "--challenger",
+        choices=[method for method in METHODS if method != "sep_cma"],
+        default="rb_pem",
+        help="with --suite-dir: the method compared with every other",
     )
     args = parser.parse_args()
     started = time.perf_counter()

@@ -152,7 +152,9 @@ class UnbiasedPEM:
     def reevaluate(self, means: np.ndarray, base: np.ndarray) -> np.ndarray:
         return np.sort(self.rng.choice(len(means), size=min(self.cap, len(means)), replace=False))
 
-    def __call__(self, evaluations: list[np.ndarray], base: np.ndarray, population: np.ndarray | None = None):
+    def __call__(
+        self, evaluations: list[np.ndarray], base: np.ndarray, population: np.ndarray | None = None
+    ) -> np.ndarray:
         choices = np.array(list(itertools.product(*evaluations)))  # one row per choice: 2^(re-evaluated) rows
         return base[ranks(choices)].mean(axis=0)
 

@@ -4,21 +4,21 @@
     hf-ext run pem functions="101 107 125" instances="1 2"
     hf-ext run pem --config pem_quick                # seconds: the end-to-end check (its fields can be overridden)
 
-Runs every method on every (function, instance) of bbob-noisy at ``dimension`` for each budget (k D
-evaluations, re-evaluations included), through ``cocoex``'s observer: COCO's result folders go to
-``output_dir/coco/exdata/<method>_<k>D/``, one per algorithm, so that ``python -m cocopp
-output_dir/coco/exdata/*`` compares them. A rerun into the same ``output_dir`` skips the runs already listed
-in ``output_dir/coco/index.jsonl``; ``methods``, ``functions``, ``instances``, ``dimension`` and
-``budget_multipliers`` only choose which runs are made and may change between reruns, but a rerun with another
-``seed`` or ``popsize`` is refused before any work (``output_dir/coco/settings.json``; cocopp would pool them). Then
-each method on the external noisy tasks (a scikit-learn hyperparameter search and a cart-pole policy), one run
-per task seed, judged at the method's final mean. Writes ``runs.csv`` (final best noise-free f - f_opt per
-run, with its per-generation misranking in the index), ``winloss.csv`` (wins/losses/ties, the sign-test and
-Wilcoxon signed-rank p-values of each challenger against each other method, per budget), ``slices.csv`` (the
-same inside and outside the high-misranking slice, per function group; needs ``sep_cma``, whose run measures each
-problem's misranking), ``tasks.csv``, ``results.json``, ``ecdf.png`` (fraction of COCO's 51 targets reached
-against evaluations / D), ``winloss.png`` and ``winrate_misranking.png`` (RB-PEM's win rate against each method
-by misranking bin) to ``output_dir``, for the runs of this invocation's settings.
+Runs every method on every (function, instance) of bbob-noisy at ``dimension`` for each budget (k D evaluations,
+re-evaluations included), through ``cocoex``'s observer: COCO's result folders go to
+``output_dir/coco/exdata/<method>_<k>D/``, one per algorithm, so that ``python -m cocopp output_dir/coco/exdata/*``
+compares them. A rerun into the same ``output_dir`` skips the runs already listed in
+``output_dir/coco/index.jsonl``; ``methods``, ``functions``, ``instances``, ``dimension`` and ``budget_multipliers``
+only choose which runs are made and may change between reruns, but a rerun with another ``seed``, ``popsize`` or
+``max_reevaluations`` is refused before any work (``output_dir/coco/settings.json``; cocopp would pool them). Then
+each method on the external noisy tasks (a scikit-learn hyperparameter search and a cart-pole policy), one run per
+task seed, judged at the method's final mean. Writes ``runs.csv`` (final best noise-free f - f_opt per run, with its
+per-generation misranking in the index), ``winloss.csv`` (wins/losses/ties, the sign-test and Wilcoxon signed-rank
+p-values of each challenger against each other method, per budget), ``slices.csv`` (the same inside and outside the
+high-misranking slice, per function group; needs ``sep_cma``, whose run measures each problem's misranking),
+``tasks.csv``, ``results.json``, ``ecdf.png`` (fraction of COCO's 51 targets reached against evaluations / D),
+``winloss.png`` and ``winrate_misranking.png`` (RB-PEM's win rate against each method by misranking bin) to
+``output_dir``, for the runs of this invocation's settings.
 
     hf-ext run pem --config pem_suite dimension=2    # the whole suite, budgets 100 D and 1000 D, every method
 """

@@ -7,8 +7,9 @@ instance, dimension) run has its own observer folder ``f<fff>_i<ii>_d<D>/`` (run
 executor, and an observer writes to a folder of its own); cocopp reads them recursively as one algorithm.
 Beside ``exdata/``, ``index.jsonl`` lists each run once complete: a rerun skips the runs listed there whose
 folder is present and redoes the others (a cut-off run's folder is removed first, since cocoex would otherwise
-write to a renamed copy). ``settings.json`` holds the seed and the population size, and a rerun with another
-is refused: cocopp would read two seeds of one instance as two trials, or two population sizes as one algorithm.
+write to a renamed copy). ``settings.json`` holds the seed, the population size and the re-evaluation cap, and a
+rerun with another is refused: cocopp would read two seeds of one instance as two trials, or two population sizes
+(or caps) as one algorithm.
 Each (function, instance, dimension) draws its own random stream from the seed (``problem_seed``), the same for
 every method: the problems of one seed are independent trials and the methods' runs on one problem are paired.
 """
@@ -28,6 +29,7 @@ from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
 
 from ..executors import local_executor, run_jobs
+from .config import MAX_UNBIASED_REEVALUATIONS
 from .harness import METHODS, solve
 from .misranking import misranking_by_generation
 
@@ -72,6 +74,13 @@ class CocoConfig:
             "RB-PEM's weights differ from the hard ones only when popsize > D + 1."
         },
     )
+    max_reevaluations: int | None = field(
+        default=None,
+        metadata={
+            "help": "Cap on the re-evaluations per generation of rb_pem, unbiased_pem and probe_switch (>= 0; at most "
+            f"{MAX_UNBIASED_REEVALUATIONS} with unbiased_pem; None: ESConfig's default, 2)."
+        },
+    )
     result_folder: str = field(
         default="outputs/pem/coco",
         metadata={"help": "Where COCO's folders (exdata/<method>_<k>D/), the index and the settings go."},
@@ -100,6 +109,14 @@ class CocoConfig:
             )
         if self.popsize is not None and (not isinstance(self.popsize, int) or self.popsize < 2):
             raise ValueError(f"{owner}: `popsize` must be None (the default) or an integer >= 2, got {self.popsize!r}")
+        cap = self.max_reevaluations
+        if cap is not None and (not isinstance(cap, int) or cap < 0):
+            raise ValueError(f"{owner}: `max_reevaluations` must be None (the default) or an integer >= 0, got {cap!r}")
+        if cap is not None and "unbiased_pem" in self.methods and cap > MAX_UNBIASED_REEVALUATIONS:
+            raise ValueError(
+                f"{owner}: `max_reevaluations` must be <= {MAX_UNBIASED_REEVALUATIONS} with unbiased_pem among "
+                f"`methods`, got {cap}"
+            )
         if not isinstance(self.workers, int) or self.workers < 1:
             raise ValueError(f"{owner}: `workers` must be an integer >= 1, got {self.workers!r}")
 
@@ -207,6 +224,7 @@ def run_one(
     seed: int,
     result_folder: str,
     popsize: int | None = None,
+    max_reevaluations: int | None = None,
 ) -> dict:
     """One observed run; returns its index record: the trajectory of the best noise-free value, and the pair
     misranking of each block of ``generation_length(popsize, dimension)`` evaluations (the method's generations
@@ -231,7 +249,8 @@ def run_one(
         recorded = _Recorded(problem)
         stream = problem_seed(seed, function, instance, dimension)
         x0 = problem.initial_solution
-        evaluations = solve(method, recorded, x0, budget, lower, upper, stream, popsize).evaluations
+        cap = {} if max_reevaluations is None else {"max_reevaluations": max_reevaluations}
+        evaluations = solve(method, recorded, x0, budget, lower, upper, stream, popsize, **cap).evaluations
         problem.free()
         del observer, suite
         trajectory = read_trajectory(folder)
@@ -257,14 +276,16 @@ def run_coco(config: CocoConfig, executor: Executor | None = None) -> list[dict]
     ``executor``: any ``concurrent.futures.Executor`` whose workers share ``result_folder`` (a local pool, Dask,
     Ray on a shared file system); default: ``config.workers`` local processes. Each run is indexed as it finishes.
     Returns the records of all the configured runs, the ones done before included. Refuses, before any run,
-    a ``result_folder`` whose runs were made with another seed or popsize (see the module docstring).
+    a ``result_folder`` whose runs were made with another seed, popsize or cap (see the module docstring).
     """
     out = Path(config.result_folder)
     listed = read_index(out)
     check_and_store_settings(
         out / SETTINGS,
-        # popsize only when set, so that folders made before it was a setting resume at the default
-        {"seed": config.seed, "seeding": SEEDING} | ({"popsize": config.popsize} if config.popsize else {}),
+        # popsize and the cap only when set, so that folders made before they were settings resume at the defaults
+        {"seed": config.seed, "seeding": SEEDING}
+        | ({"popsize": config.popsize} if config.popsize else {})
+        | ({"max_reevaluations": config.max_reevaluations} if config.max_reevaluations is not None else {}),
         resuming=bool(listed) or (out / EXDATA).is_dir(),
         run=f"the bbob-noisy runs in {out}",
         start_fresh=f"pass another result_folder (the pem recipe: output_dir), or delete {out}",
@@ -295,7 +316,8 @@ def run_coco(config: CocoConfig, executor: Executor | None = None) -> list[dict]
                 bar.update()
 
             try:
-                run_jobs(executor, run_one, [(*job, str(out), config.popsize) for job in todo], on_result=indexed)
+                settings = (str(out), config.popsize, config.max_reevaluations)
+                run_jobs(executor, run_one, [(*job, *settings) for job in todo], on_result=indexed)
             finally:
                 if own:
                     executor.shutdown()

@@ -167,6 +167,8 @@ def test_the_ecdf_agrees_with_cocopp_at_every_budget(two_methods):
         ({"functions": [1]}, r"`functions` must be a non-empty list from 101..130"),
         ({"methods": ["nevergrad"]}, "`methods` must be a non-empty list from"),
         ({"popsize": 1}, "`popsize` must be None \\(the default\\) or an integer >= 2, got 1"),
+        ({"max_reevaluations": -1}, "`max_reevaluations` must be None \\(the default\\) or an integer >= 0, got -1"),
+        ({"methods": ["unbiased_pem"], "max_reevaluations": 13}, "`max_reevaluations` must be <= 12 with unbiased_pem"),
     ],
 )
 def test_refuses_bad_settings(tmp_path, fields, message):
@@ -212,3 +214,14 @@ def test_a_population_size_sets_the_generations_and_is_kept_with_the_seed(tmp_pa
     assert len(record["misranking"]) == 60 // 12
     with pytest.raises(ValueError, match="popsize: stored 12, now"):
         run_coco(_config(tmp_path, methods=["sep_cma"], functions=[107], budget_multipliers=[30]))
+
+
+def test_the_reevaluation_cap_reaches_the_pem_methods_and_is_kept_with_the_seed(tmp_path):
+    # With no re-evaluations UnbiasedPEM averages one ranking, the hard one: the plain ES's run to the last digit.
+    fields = {"functions": [107], "budget_multipliers": [30]}
+    plain, pem = run_coco(_config(tmp_path, methods=["sep_cma", "unbiased_pem"], max_reevaluations=0, **fields))
+    assert pem["trajectory"] == plain["trajectory"] and pem["final"] == plain["final"]
+    (default,) = run_coco(_config(tmp_path / "default", methods=["unbiased_pem"], **fields))
+    assert default["trajectory"] != pem["trajectory"]  # two re-evaluations a generation change the run
+    with pytest.raises(ValueError, match="max_reevaluations: stored 0, now"):
+        run_coco(_config(tmp_path, methods=["sep_cma"], max_reevaluations=4, **fields))

@@ -4,7 +4,7 @@
     python benchmarks/pem.py --bias-only                          # the update bias on every function, D = 2
     python benchmarks/pem.py --suite-dir outputs/pem_suite        # the misranking-slice report of the suite runs
     python benchmarks/pem.py --suite-dir A B                      # seeds run into two folders, pooled
-    python benchmarks/pem.py --suite-dir A --against-dir B        # A's RB-PEM and sep-CMA-ES against B's methods
+    python benchmarks/pem.py --suite-dir A --against-dir B        # A's challenger and sep-CMA-ES against B's methods
     python benchmarks/pem.py --suite-dir A --reference-dir B      # A ran without sep-CMA-ES: B's runs give the slice
     python benchmarks/pem.py --suite-dir A --challenger unbiased_pem   # another of our methods against the rest
     python benchmarks/pem.py --bias-only --bias-weights unbiased_pem   # its bias against the plain ES's update
@@ -238,19 +238,23 @@ def suite_report(
     }
 
 
-def cross_suite_report(suite_dir: str, against_dir: str, threshold: float) -> dict:
-    """RB-PEM and sep-CMA-ES of one suite run (``suite_dir``, say at popsize 2 D) against every method of another
-    (``against_dir``, say at CMA-ES's default popsize) on the problems both ran, inside and outside the
-    high-misranking slice of ``against_dir``'s sep-CMA-ES: what a population size changes, apart from the weights."""
-    ours = [r | {"method": f"{r['method']}@suite"} for r in read_index(Path(suite_dir) / "coco")]
-    theirs = read_index(Path(against_dir) / "coco")
-    records = [r for r in ours if r["method"] in ("rb_pem@suite", "sep_cma@suite")] + theirs
+def cross_suite_report(
+    suite_dirs: list[str], against_dirs: list[str], threshold: float, challenger: str = "rb_pem"
+) -> dict:
+    """``challenger`` and sep-CMA-ES of suite runs made with one setting (``suite_dirs``, say popsize 2 D or
+    another re-evaluation cap) against every method of runs made with another (``against_dirs``, say CMA-ES's
+    defaults) on the problems both ran (each seed's its own pair), inside and outside the high-misranking slice
+    of ``against_dirs``' sep-CMA-ES: what the setting changes, apart from the weights."""
+    compared = (f"{challenger}@suite", "sep_cma@suite")
+    ours = [r | {"method": f"{r['method']}@suite"} for folder in suite_dirs for r in read_index(Path(folder) / "coco")]
+    theirs = [r for folder in against_dirs for r in read_index(Path(folder) / "coco")]
+    records = [r for r in ours if r["method"] in compared] + theirs
     return {
         f"{row['budget']} {row['slice']}: {method} vs {baseline}": (
             f"{row['wins']}/{row['losses']}/{row['ties']} sign p={row['p_value']:.2g} "
             f"wilcoxon p={row['wilcoxon_p_value']:.2g}"
         )
-        for method in ("rb_pem@suite", "sep_cma@suite")
+        for method in compared
         for baseline in sorted({r["method"] for r in theirs})
         for row in slice_tests(records, method, baseline, threshold)
         if row["group"] == "all"
@@ -281,7 +285,9 @@ def main() -> None:
         help="only the misranking-slice report of the pem_suite runs in these output_dirs of the recipe (pooled)",
     )
     parser.add_argument(
-        "--against-dir", help="with --suite-dir: its RB-PEM and sep-CMA-ES against this other suite run's methods"
+        "--against-dir",
+        nargs="+",
+        help="with --suite-dir: its challenger and sep-CMA-ES against these other suite runs' methods (pooled)",
     )
     parser.add_argument(
         "--reference-dir",
@@ -301,9 +307,7 @@ def main() -> None:
     if args.reference_dir and (not args.suite_dir or args.against_dir):
         parser.error("--reference-dir goes with --suite-dir alone (--against-dir takes its slice from its own runs)")
     if args.suite_dir and args.against_dir:
-        if len(args.suite_dir) > 1:
-            parser.error("--against-dir compares one --suite-dir, got several")
-        report = cross_suite_report(args.suite_dir[0], args.against_dir, args.misranking_threshold)
+        report = cross_suite_report(args.suite_dir, args.against_dir, args.misranking_threshold, args.challenger)
         save_json(args.output_dir, "pem_cross_suite", report)
         emit(report)
         return

@@ -121,7 +121,8 @@ class SepCMAES:
                 self.best_f, self.best_x = float(value), self._population[row].copy()
                 self.best_evaluation = self.evaluations
         evaluations = [np.array(v) for v in self._values]
-        if self._rows.size == self.popsize * self.config.resamples:  # the population's first evaluations
+        # the population's first evaluations (told by their count: a re-evaluation may cover every candidate)
+        if all(len(v) == self.config.resamples for v in self._values):
             means = np.array([e.mean() for e in evaluations])
             again = self.scheme.reevaluate(means, self.base)
             if again.size:

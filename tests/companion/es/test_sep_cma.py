@@ -169,6 +169,23 @@ def test_reevaluations_never_exceed_the_cap_per_generation():
         assert es.evaluations - before == 10 + 3  # the band holds 10 candidates; the cap allows 3
 
 
+@pytest.mark.parametrize("weights", ["rb_pem", "unbiased_pem"])
+def test_a_generation_whose_reevaluations_cover_every_candidate_ends(weights):
+    # A cap at the population size re-evaluates all of it: that second round must end the generation, not be
+    # taken for a new population's first evaluations (which froze the run at its first population).
+    rng = np.random.default_rng(0)
+    config = ESConfig(weights=weights, popsize=6, band=6, max_reevaluations=6, lower=-np.inf, upper=np.inf)
+    es = SepCMAES(np.ones(4), config)
+    for generation in range(3):
+        X = es.ask()
+        es.tell(X, [sphere(x) + rng.standard_normal() for x in X])
+        assert es.generation == generation
+        X = es.ask()
+        assert len(X) == 6
+        es.tell(X, [sphere(x) + rng.standard_normal() for x in X])
+        assert es.generation == generation + 1 and es.evaluations == 12 * (generation + 1)
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [

@@ -29,8 +29,8 @@ from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
 
 from ..executors import local_executor, run_jobs
-from .config import MAX_UNBIASED_REEVALUATIONS
-from .harness import METHODS, solve
+from .config import MAX_UNBIASED_REEVALUATIONS, ESConfig
+from .harness import METHODS, OURS, solve
 from .misranking import misranking_by_generation
 
 logger = logging.getLogger(__name__)
@@ -112,11 +112,9 @@ class CocoConfig:
         cap = self.max_reevaluations
         if cap is not None and (not isinstance(cap, int) or cap < 0):
             raise ValueError(f"{owner}: `max_reevaluations` must be None (the default) or an integer >= 0, got {cap!r}")
-        if cap is not None and "unbiased_pem" in self.methods and cap > MAX_UNBIASED_REEVALUATIONS:
-            raise ValueError(
-                f"{owner}: `max_reevaluations` must be <= {MAX_UNBIASED_REEVALUATIONS} with unbiased_pem among "
-                f"`methods`, got {cap}"
-            )
+        if cap is not None:
+            for method in OURS.keys() & set(self.methods):
+                ESConfig(**OURS[method], max_reevaluations=cap)  # each method's own limits on the cap, before any run
         if not isinstance(self.workers, int) or self.workers < 1:
             raise ValueError(f"{owner}: `workers` must be an integer >= 1, got {self.workers!r}")
 

@@ -168,7 +168,7 @@ def test_the_ecdf_agrees_with_cocopp_at_every_budget(two_methods):
         ({"methods": ["nevergrad"]}, "`methods` must be a non-empty list from"),
         ({"popsize": 1}, "`popsize` must be None \\(the default\\) or an integer >= 2, got 1"),
         ({"max_reevaluations": -1}, "`max_reevaluations` must be None \\(the default\\) or an integer >= 0, got -1"),
-        ({"methods": ["unbiased_pem"], "max_reevaluations": 13}, "`max_reevaluations` must be <= 12 with unbiased_pem"),
+        ({"methods": ["unbiased_pem"], "max_reevaluations": 13}, "`max_reevaluations` must be <= 12 with weights="),
     ],
 )
 def test_refuses_bad_settings(tmp_path, fields, message):

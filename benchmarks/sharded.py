@@ -229,6 +229,9 @@ def worker(args: argparse.Namespace) -> None:
             if rank == 0:
                 name = f"{method}-resumed" if args.resume_at is not None else method
                 torch.save(results, out / f"{name}.pt")
+    # rank 0 ends later (its one-process runs, its saves): a rank that tears gloo down while its peer still
+    # holds the connection can abort at exit ("terminate called without an active exception")
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -52,6 +52,29 @@ def require_pair_columns(dataset, owner: str, dataset_name: str) -> None:
         )
 
 
+def require_causal_lm(model, owner: str) -> None:
+    """Refuse, before TRL fails deep in a forward, a model that is not a decoder-only language model.
+
+    The regularizer reads per-token log-probs of the completion from the LM head; TRL's preference trainers
+    score completions with a decoder-only forward (encoder-decoder models are not supported by them), and a
+    classifier (BERT's ``classifier``) has no LM head. A model given by name is checked by TRL when it loads.
+    """
+    if not isinstance(model, torch.nn.Module):
+        return
+    config = getattr(model, "config", None)
+    kind = type(getattr(model, "get_base_model", lambda: model)()).__name__
+    if getattr(config, "is_encoder_decoder", False):
+        raise ValueError(
+            f"{owner}: `model` is an encoder-decoder model ({kind}); TRL's preference trainers score completions "
+            "with a decoder-only forward: use a causal language model (an AutoModelForCausalLM)"
+        )
+    if getattr(model, "get_output_embeddings", lambda: None)() is None:
+        raise ValueError(
+            f"{owner}: `model` ({kind}) has no language-model head (get_output_embeddings() is None), so it gives "
+            "no token log-probs to prefer one completion by: use a causal language model (an AutoModelForCausalLM)"
+        )
+
+
 @dataclass
 class RegularizedDPOConfig(DPOConfig, TotalProbabilityArguments):
     """``trl.DPOConfig`` plus the total-probability regularizer, anchored at the reference model's ``log P``."""
@@ -79,6 +102,10 @@ class RegularizedDPOTrainer(DPOTrainer):
     rejected mean log-probs. A NaN or inf training loss raises ``FloatingPointError`` naming the step,
     before its backward: the Trainer would log it as a finite running mean and train NaN weights.
     """
+
+    def __init__(self, model, *args, **kwargs):
+        require_causal_lm(model, type(self).__name__)
+        super().__init__(model, *args, **kwargs)
 
     def _prepare_dataset(self, dataset, processing_class, args, dataset_name):
         require_pair_columns(dataset, type(self).__name__, dataset_name)

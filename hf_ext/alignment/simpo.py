@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 from trl.experimental.cpo import CPOConfig, CPOTrainer
 
 from .._validation import check_finite_fields, check_finite_loss
-from .dpo import TotalProbabilityArguments, require_pair_columns
+from .dpo import TotalProbabilityArguments, require_causal_lm, require_pair_columns
 from .regularizer import log_total_probability, probability_regularizer
 
 # TRL's pairwise collator turns columns ending in "_logps" into tensors.
@@ -45,6 +45,7 @@ class RegularizedSimPOTrainer(CPOTrainer):
     """
 
     def __init__(self, model=None, args=None, data_collator=None, train_dataset=None, eval_dataset=None, **kwargs):
+        require_causal_lm(model, type(self).__name__)
         for name, dataset in (("train", train_dataset), ("eval", eval_dataset)):
             if dataset is not None:
                 require_pair_columns(dataset, type(self).__name__, name)

@@ -23,7 +23,7 @@ def _causal(config_cls, model_cls, **extra) -> Callable:
             num_hidden_layers=LAYERS,
             num_attention_heads=HEADS,
             num_key_value_heads=HEADS // 2,
-            max_position_embeddings=64,
+            max_position_embeddings=256,
             **{**SPECIAL_TOKENS, **extra},
         )
         return model_cls(config), _lm_batch()
@@ -38,14 +38,14 @@ def _lm_batch() -> dict[str, torch.Tensor]:
 
 def gpt2():
     config = tf.GPT2Config(
-        vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=64, **SPECIAL_TOKENS
+        vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=256, **SPECIAL_TOKENS
     )
     return tf.GPT2LMHeadModel(config), _lm_batch()
 
 
 def gptj():
     config = tf.GPTJConfig(
-        vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=64, rotary_dim=4, **SPECIAL_TOKENS
+        vocab_size=VOCAB, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS, n_positions=256, rotary_dim=4, **SPECIAL_TOKENS
     )
     return tf.GPTJForCausalLM(config), _lm_batch()
 
@@ -57,7 +57,7 @@ def gpt_neox():
         num_hidden_layers=LAYERS,
         num_attention_heads=HEADS,
         intermediate_size=2 * HIDDEN,
-        max_position_embeddings=64,
+        max_position_embeddings=256,
         **SPECIAL_TOKENS,
     )
     return tf.GPTNeoXForCausalLM(config), _lm_batch()
@@ -70,7 +70,7 @@ def bert():
         num_hidden_layers=LAYERS,
         num_attention_heads=HEADS,
         intermediate_size=2 * HIDDEN,
-        max_position_embeddings=64,
+        max_position_embeddings=256,
         num_labels=3,
     )
     batch = _lm_batch()

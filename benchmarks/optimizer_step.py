@@ -1,0 +1,213 @@
+"""What one optimizer step costs on a real model shape: every hf-ext optimizer against torch's own, side by side.
+
+    OMP_NUM_THREADS=1 python benchmarks/optimizer_step.py [--shapes smollm2 moe] [--dtypes fp32 bf16] [--seeds 0 1]
+
+On a SmolLM2-135M-shaped Llama and a Mixtral-shaped MoE (random init, gradients given, the step alone): the
+median step time of each optimizer, measured interleaved with the others in one process (round-robin, so a
+machine that slows down slows all alike), as a ratio to torch's AdamW (foreach) and to the method's own
+outside anchor (Scion: ``torch.optim.Muon`` with AdamW, at the same Newton-Schulz steps; SymmetryCurvature:
+a one-sided Shampoo-style step with the same inverse roots at equal storage; SPS, NGN and GradientSmoothing:
+AdamW), the optimizer state in bytes per parameter, and the step's peak memory above the model and its
+gradients (CUDA: the allocator's peak; CPU: not measured, the process's RSS cannot isolate one step).
+Over seeds (new weights and gradients), mean and spread of the per-seed medians. The last line is JSON.
+"""
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from _harness import benchmark_parser, emit, save_json
+from torch import nn
+from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
+
+from hf_ext.models import SMOLLM2_135M_SHAPE
+from hf_ext.optim import NGN, SPS, GradientSmoothing, MuonWithAdamW, Scion, SymmetryCurvature, inverse_root
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+# A Mixtral with SmolLM2's width: 8 experts of SmolLM2's MLP over 8 layers (about as many parameters).
+MOE_SHAPE = {
+    **{k: SMOLLM2_135M_SHAPE[k] for k in ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads")},
+    "intermediate_size": SMOLLM2_135M_SHAPE["intermediate_size"] // 2,
+    "num_hidden_layers": 8,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "tie_word_embeddings": True,
+}
+
+
+def build_model(shape: str, dtype: torch.dtype, seed: int, device: torch.device) -> nn.Module:
+    """The model of ``shape`` with random weights and random gradients (both drawn from ``seed``)."""
+    torch.manual_seed(seed)
+    if shape == "smollm2":
+        model = LlamaForCausalLM(LlamaConfig(**SMOLLM2_135M_SHAPE))
+    else:
+        model = MixtralForCausalLM(MixtralConfig(**MOE_SHAPE))
+    model = model.to(device=device, dtype=dtype)
+    for param in model.parameters():
+        param.grad = torch.randn_like(param) * 1e-3
+    return model
+
+
+class OneSidedShampoo(torch.optim.Optimizer):
+    """The Shampoo-style anchor: ``R <- b R + (1 - b) G^T G``, step ``G (R + eps I)^(-1/2)`` on hidden matrices
+    (the one-sided estimate of Shampoo and of SymmetryCurvature's orthogonal group, ``d_in^2`` numbers per
+    matrix), inverse roots by eigendecomposition every step; AdamW on the rest, as in the usual setup."""
+
+    def __init__(self, model: nn.Module, lr: float = 1e-3, beta: float = 0.95, eps: float = 1e-8):
+        special = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+        matrices = [p for p in model.parameters() if p.dim() == 2 and id(p) not in special]
+        rest = [p for p in model.parameters() if all(p is not m for m in matrices)]
+        super().__init__([{"params": matrices}], {"lr": lr, "beta": beta, "eps": eps})
+        self.adamw = torch.optim.AdamW(rest, lr=lr, foreach=True)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad.float()
+                state = self.state[p]
+                if "right" not in state:
+                    state["right"] = torch.zeros(g.shape[1], g.shape[1], dtype=torch.float32, device=p.device)
+                state["right"].lerp_(g.T @ g, 1 - group["beta"])
+                p.add_((g @ inverse_root(state["right"], 2, group["eps"])).to(p.dtype), alpha=-group["lr"])
+        self.adamw.step()
+
+
+def _loss_closure() -> Callable[[], torch.Tensor]:
+    """The loss SPS and NGN read at ``step``: a fixed value (the step alone is timed, no forward)."""
+    loss = torch.tensor(2.5)
+    return lambda: loss
+
+
+OPTIMIZERS: dict[str, tuple[Callable[[nn.Module], torch.optim.Optimizer], str]] = {
+    # name: (builder, anchor)
+    "adamw_foreach": (lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3, foreach=True), "adamw_foreach"),
+    "adamw_fused": (lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3, fused=True), "adamw_foreach"),
+    "muon_adamw": (lambda m: MuonWithAdamW(m, lr=1e-3), "adamw_foreach"),
+    "shampoo_one_sided": (lambda m: OneSidedShampoo(m), "adamw_foreach"),
+    "sps": (lambda m: SPS(m.parameters(), lr=0.1), "adamw_foreach"),
+    "ngn": (lambda m: NGN(m.parameters(), lr=0.1), "adamw_foreach"),
+    "gradient_smoothing": (
+        lambda m: GradientSmoothing(torch.optim.AdamW(m.parameters(), lr=1e-3, foreach=True), m, window=3),
+        "adamw_foreach",
+    ),
+    "scion": (lambda m: Scion(m, lr=0.01), "muon_adamw"),
+    "symmetry_curvature": (lambda m: SymmetryCurvature(m, lr=1e-3), "shampoo_one_sided"),
+}
+
+
+def state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of every tensor in the optimizer's state (inner optimizers of a wrapper included, each once)."""
+    seen, total = set(), 0
+    stack = [optimizer]
+    while stack:
+        opt = stack.pop()
+        for state in opt.state.values():
+            for value in state.values():
+                if torch.is_tensor(value) and id(value) not in seen:
+                    seen.add(id(value))
+                    total += value.numel() * value.element_size()
+        stack.extend(getattr(opt, "optimizers", []))
+        stack.extend(o for o in (getattr(opt, "adamw", None), getattr(opt, "base_optimizer", None)) if o is not None)
+    return total
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(shape: str, dtype: torch.dtype, seed: int, names: list[str], repeats: int, device) -> dict[str, dict]:
+    """Per optimizer: the median step seconds over ``repeats`` interleaved rounds, state bytes, peak bytes."""
+    model = build_model(shape, dtype, seed, device)
+    snapshot = {name: p.detach().clone() for name, p in model.named_parameters()}
+    n_params = sum(p.numel() for p in model.parameters())
+    optimizers, results = {}, {}
+    for name in names:
+        optimizers[name] = OPTIMIZERS[name][0](model)
+        results[name] = {"seconds": [], "peak_bytes": None}
+    closure = _loss_closure()
+    for round_index in range(repeats + 1):  # round 0 warms up (state allocation, first-step work)
+        for name, optimizer in optimizers.items():
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+                base = torch.cuda.memory_allocated(device)
+            _synchronize(device)
+            start = time.perf_counter()
+            optimizer.step(closure)
+            _synchronize(device)
+            elapsed = time.perf_counter() - start
+            if round_index:
+                results[name]["seconds"].append(elapsed)
+            if device.type == "cuda":
+                results[name]["peak_bytes"] = torch.cuda.max_memory_allocated(device) - base
+            with torch.no_grad():  # every optimizer steps from the same weights
+                for param_name, param in model.named_parameters():
+                    param.copy_(snapshot[param_name])
+    for name, optimizer in optimizers.items():
+        results[name]["median_s"] = statistics.median(results[name]["seconds"])
+        results[name]["state_bytes_per_param"] = state_bytes(optimizer) / n_params
+    results["_parameters"] = n_params
+    return results
+
+
+def summarize(per_seed: list[dict[str, dict]], names: list[str]) -> dict[str, dict]:
+    """Mean and spread over seeds of each optimizer's median, ratio to AdamW and to its anchor."""
+    summary = {}
+    for name in names:
+        anchor = OPTIMIZERS[name][1]
+        medians = [run[name]["median_s"] for run in per_seed]
+        to_adamw = [run[name]["median_s"] / run["adamw_foreach"]["median_s"] for run in per_seed]
+        entry = {
+            "step_s": _mean_spread(medians),
+            "ratio_to_adamw": _mean_spread(to_adamw),
+            "anchor": anchor,
+            "state_bytes_per_param": per_seed[0][name]["state_bytes_per_param"],
+            "peak_bytes": per_seed[0][name]["peak_bytes"],
+        }
+        if anchor in names:
+            entry["ratio_to_anchor"] = _mean_spread(
+                [run[name]["median_s"] / run[anchor]["median_s"] for run in per_seed]
+            )
+        summary[name] = entry
+    return summary
+
+
+def _mean_spread(values: list[float]) -> dict[str, float]:
+    return {"mean": statistics.fmean(values), "min": min(values), "max": max(values)}
+
+
+def main() -> None:
+    parser = benchmark_parser(__doc__, seeds=[0, 1])
+    parser.add_argument("--shapes", nargs="+", default=["smollm2", "moe"], choices=["smollm2", "moe"])
+    parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
+    parser.add_argument("--optimizers", nargs="+", default=list(OPTIMIZERS), choices=list(OPTIMIZERS))
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds per seed (default: %(default)s)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+    names = list(dict.fromkeys(["adamw_foreach", *args.optimizers]))
+    names += [OPTIMIZERS[n][1] for n in names if OPTIMIZERS[n][1] not in names]
+    device = torch.device(args.device)
+    results = {}
+    for shape in args.shapes:
+        for dtype_name in args.dtypes:
+            per_seed = []
+            for seed in args.seeds:
+                per_seed.append(measure(shape, DTYPES[dtype_name], seed, names, args.repeats, device))
+                print(
+                    f"{shape} {dtype_name} seed {seed}: "
+                    + ", ".join(f"{n} {per_seed[-1][n]['median_s']:.3f}s" for n in names),
+                    flush=True,
+                )
+            results[f"{shape}/{dtype_name}"] = {
+                "parameters": per_seed[0]["_parameters"],
+                "optimizers": summarize(per_seed, names),
+            }
+    payload = {"device": str(device), "threads": torch.get_num_threads(), "seeds": args.seeds, "results": results}
+    save_json(args.output_dir, "optimizer_step", payload)
+    emit(payload)
+
+
+if __name__ == "__main__":
+    main()

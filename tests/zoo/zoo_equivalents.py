@@ -20,7 +20,7 @@ def conv1d_as_linear(model: nn.Module) -> nn.Module:
         if not is_conv1d(module):
             continue
         d_in, d_out = module.weight.shape
-        linear = nn.Linear(d_in, d_out, bias=module.bias is not None)
+        linear = nn.Linear(d_in, d_out, bias=module.bias is not None, dtype=module.weight.dtype)
         with torch.no_grad():
             linear.weight.copy_(module.weight.T)
             if module.bias is not None:

@@ -27,8 +27,6 @@ The positive per-unit scalings are not compact: ``scaling`` averages over the si
 commutant (the diagonal matrices) is the scalings' too.
 """
 
-import math
-
 import torch
 
 from ..shared.inverse_root import eigenvalue_inverse_root, inverse_root
@@ -58,19 +56,21 @@ class Side:
         raise NotImplementedError
 
     def outer_rows(self, x: torch.Tensor) -> torch.Tensor:
-        """The compact projection of ``x_i x_i^T`` for each row ``x_i`` of ``x`` (r, d): batch dim r."""
+        """The compact projection of ``x_i x_i^T`` for each row ``x_i`` of ``x`` (..., r, d): batch dims (..., r)."""
         raise NotImplementedError
 
     def gram(self, x: torch.Tensor) -> torch.Tensor:
-        """The compact projection of ``x^T x`` (the sum of the rows' outer products)."""
-        return self.outer_rows(x).sum(0)
+        """The compact projection of ``x^T x`` (the sum of the rows' outer products), for each matrix of ``x``."""
+        return self.outer_rows(x).sum(x.dim() - 2)
 
-    def power(self, element: torch.Tensor, p: float, damping: float) -> torch.Tensor:
-        """``(E + damping I)^(-1/p)``, compact; the commutative forms hold eigenvalues."""
-        return eigenvalue_inverse_root(element, p, damping)
+    def power(self, element: torch.Tensor, p: float, damping: float | torch.Tensor) -> torch.Tensor:
+        """``(E + damping I)^(-1/p)``, compact; the commutative forms hold eigenvalues. A tensor ``damping`` holds
+        one value per leading batch index of ``element`` (one per matrix)."""
+        return eigenvalue_inverse_root(element, p, _per_matrix(damping, element.dim()))
 
     def apply(self, element: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """``E`` applied to each row of ``v`` (..., d) (``E`` broadcast over, or batched with, the rows)."""
+        """``E`` applied to each row of ``v`` (..., r, d); ``E`` (..., r or 1, *element) is batched with the rows or
+        broadcast over them."""
         raise NotImplementedError
 
     def dense(self, element: torch.Tensor, d: int) -> torch.Tensor:
@@ -96,10 +96,10 @@ class Identity(Side):
         return x.unsqueeze(-1) * x.unsqueeze(-2)
 
     def gram(self, x):
-        return x.T @ x
+        return x.mT @ x
 
     def power(self, element, p, damping):
-        return inverse_root(element, p, damping)
+        return inverse_root(element, p, _per_matrix(damping, element.dim() - 1))  # against the eigenvalues
 
     def apply(self, element, v):
         return (element @ v.unsqueeze(-1)).squeeze(-1)
@@ -216,6 +216,13 @@ SIDES = {
 }
 
 
+def _per_matrix(damping: float | torch.Tensor, rank: int) -> float | torch.Tensor:
+    """A damping per matrix (a tensor of the leading batch dims) shaped to broadcast against a ``rank``-dim tensor."""
+    if not isinstance(damping, torch.Tensor):
+        return damping
+    return damping.reshape(*damping.shape, *(1,) * (rank - damping.dim()))
+
+
 def _unit(d: int, i: int, j: int) -> torch.Tensor:
     unit = torch.zeros(d, d, dtype=torch.float64)
     unit[i, j] = 1.0
@@ -231,7 +238,9 @@ class SymmetryGroup:
 
     ``S`` (what :meth:`second_moment` returns and :meth:`precondition` takes) is the stack of the ``M_k``
     on the commutative side: ``(K, *element)``. When the rows' group is the identity, the roles of rows
-    and columns swap (``G`` is handled transposed); the identity on both sides is refused.
+    and columns swap (``G`` is handled transposed); the identity on both sides is refused. A gradient
+    ``(..., out, in)`` with leading batch dims (the experts of a mixture-of-experts tensor) is that many
+    matrices, each with its own ``S``, ``(..., K, *element)``, and its own damping, all in one batched call.
     """
 
     def __init__(self, rows: str, cols: str = "identity"):
@@ -256,13 +265,15 @@ class SymmetryGroup:
     def __repr__(self) -> str:
         return f"SymmetryGroup({self.rows.name!r}, {self.cols.name!r})"
 
-    def check(self, shape: tuple[int, ...], name: str) -> None:
-        """Raise ``ValueError`` naming the parameter, its shape and the group if the group cannot act on it."""
-        rows, cols = (1, math.prod(shape)) if len(shape) < 2 else (shape[0], math.prod(shape[1:]))
+    def check(self, name: str, shape: tuple[int, ...], matrices: tuple[int, int, int]) -> None:
+        """Raise ``ValueError`` naming the parameter, its shape and the group if the group cannot act on its
+        ``matrices`` (``(count, out, in)``: how the parameter reads as matrices)."""
+        count, rows, cols = matrices
+        read_as = f"a {rows} x {cols} matrix" if count == 1 else f"{count} matrices of {rows} x {cols}"
         for side, units in ((self.rows, rows), (self.cols, cols)):
             if units < side.min_units():
                 raise ValueError(
-                    f"SymmetryCurvature: parameter {name!r} of shape {tuple(shape)} (a {rows} x {cols} matrix) "
+                    f"SymmetryCurvature: parameter {name!r} of shape {tuple(shape)} ({read_as}) "
                     f"does not fit the group {self!r}: {side.name!r} needs at least {side.min_units()} units, "
                     f"got {units}"
                 )
@@ -272,29 +283,33 @@ class SymmetryGroup:
         return self.rows.storage(rows) * self.cols.storage(cols)
 
     def _oriented(self, g: torch.Tensor) -> torch.Tensor:
-        return g.T if self.transposed else g
+        return g.mT if self.transposed else g
 
     def second_moment(self, g: torch.Tensor) -> torch.Tensor:
-        """``R2(vec(g) vec(g)^T)`` for a gradient ``g`` (out, in), as the stacked compact ``M_k``."""
-        g, inner = self._oriented(g), self.inner
+        """``R2(vec(g) vec(g)^T)`` for a gradient ``g`` (..., out, in), as the stacked compact ``M_k``."""
+        g, inner, k = self._oriented(g), self.inner, g.dim() - 2  # k: the axis of the M_k, after the batch dims
+        rows = g.shape[-2]
         if isinstance(self.outer, Scalar):
-            return (inner.gram(g) / g.shape[0]).unsqueeze(0)
+            return (inner.gram(g) / rows).unsqueeze(k)
         if isinstance(self.outer, Scaling):
             return inner.outer_rows(g)
-        mean = g.mean(0, keepdim=True)  # permutation: the rows' mean and its complement
-        return torch.stack((inner.gram(g - mean) / (g.shape[0] - 1), g.shape[0] * inner.gram(mean)))
+        mean = g.mean(-2, keepdim=True)  # permutation: the rows' mean and its complement
+        return torch.stack((inner.gram(g - mean) / (rows - 1), rows * inner.gram(mean)), dim=k)
 
-    def precondition(self, moment: torch.Tensor, g: torch.Tensor, p: float = 2, damping: float = 0.0) -> torch.Tensor:
-        """``(S + damping I)^(-1/p) vec(g)`` reshaped to ``g``'s shape, blockwise over the ``P_k``."""
+    def precondition(
+        self, moment: torch.Tensor, g: torch.Tensor, p: float = 2, damping: float | torch.Tensor = 0.0
+    ) -> torch.Tensor:
+        """``(S + damping I)^(-1/p) vec(g)`` reshaped to ``g``'s shape, blockwise over the ``P_k`` (``damping``: a
+        number, or a tensor of ``g``'s batch dims, one per matrix)."""
         root = self.inner.power(moment, p, damping)
-        g, inner = self._oriented(g), self.inner
-        if isinstance(self.outer, Scalar):
-            out = inner.apply(root[0], g)
-        elif isinstance(self.outer, Scaling):
+        g, inner, k = self._oriented(g), self.inner, g.dim() - 2
+        if isinstance(self.outer, Scaling):  # one block per row: the roots line up with the rows
             out = inner.apply(root, g)
+        elif isinstance(self.outer, Scalar):  # narrow keeps the M_k axis as a rows axis of 1, broadcast over rows
+            out = inner.apply(root.narrow(k, 0, 1), g)
         else:
-            mean = g.mean(0, keepdim=True)
-            out = inner.apply(root[0], g - mean) + inner.apply(root[1], mean)
+            mean = g.mean(-2, keepdim=True)
+            out = inner.apply(root.narrow(k, 0, 1), g - mean) + inner.apply(root.narrow(k, 1, 1), mean)
         return self._oriented(out)
 
     def dense(self, moment: torch.Tensor, rows: int, cols: int) -> torch.Tensor:

@@ -156,4 +156,20 @@ def test_bad_groups_are_refused(rows, cols, message):
 
 def test_a_permutation_needs_two_units():
     with pytest.raises(ValueError, match=r"'layer.bias' of shape \(5,\) \(a 1 x 5 matrix\).*'permutation' needs"):
-        SymmetryGroup("permutation", "identity").check((5,), "layer.bias")
+        SymmetryGroup("permutation", "identity").check("layer.bias", (5,), (1, 1, 5))
+    with pytest.raises(ValueError, match=r"'experts' of shape \(3, 1, 4\) \(3 matrices of 1 x 4\).*'permutation'"):
+        SymmetryGroup("permutation", "identity").check("experts", (3, 1, 4), (3, 1, 4))
+
+
+@pytest.mark.parametrize(("rows", "cols"), PAIRS)
+def test_a_batch_of_matrices_is_each_matrix_alone(rows, cols):
+    """Experts: ``S`` of a ``(E, out, in)`` gradient is each expert's ``S`` stacked, and its root, with one damping
+    per expert, acts on each expert as that expert's alone (one batched call, no loop over experts)."""
+    group, g = SymmetryGroup(rows, cols), _randn(3, M, N, seed=4)
+    moment = group.second_moment(g)
+    alone = [group.second_moment(matrix) for matrix in g]
+    torch.testing.assert_close(moment, torch.stack(alone))
+    damping = torch.tensor([1e-3, 1e-1, 1.0], dtype=torch.float64)
+    step = group.precondition(moment, g, damping=damping)
+    expected = [group.precondition(s, matrix, damping=d.item()) for s, matrix, d in zip(alone, g, damping, strict=True)]
+    torch.testing.assert_close(step, torch.stack(expected))

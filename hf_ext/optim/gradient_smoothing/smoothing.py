@@ -14,7 +14,9 @@ role, replaces block ``l``'s update ``U_l`` by ``sum_j K(l, j) U_j`` over a dept
 
 Both are depth-wise augmentations of the base method; they differ when the base is nonlinear in
 the gradient (Adam, Muon) and coincide for plain SGD without momentum. Parameters outside the
-blocks are left to the base optimizer. A window of width 1 is the base optimizer, bit for bit.
+blocks are left to the base optimizer, and so is a parameter that only some blocks hold (T5's
+relative attention bias, in its first block): blocks are smoothed on the parameters they share.
+A window of width 1 is the base optimizer, bit for bit.
 
 Sharded models (FSDP2): the smoothing mixes the blocks entry by entry (entry ``j`` of block ``l``'s
 update from entry ``j`` of its neighbours'), so it runs on each rank's local shards, with no
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 
 from hf_ext.kernels import depth_smooth
 
@@ -102,35 +105,59 @@ def smoothing_matrix(
     return (matrix / (weights[0] + 2 * sum(weights[1:]))).float()
 
 
-def _structure(module: nn.Module) -> tuple:
-    return (type(module).__name__, tuple((name, tuple(p.shape)) for name, p in module.named_parameters()))
+def _block_class(module: nn.Module) -> type:
+    """The class a block was built as: FSDP2's ``fully_shard`` swaps it for a subclass named ``FSDP<class>``, so that
+    blocks sharded one by one and a block left to the root's shard are still alike."""
+    return next(cls for cls in type(module).__mro__ if not issubclass(cls, FSDPModule))
+
+
+def _shapes(module: nn.Module) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(p.shape) for name, p in module.named_parameters()}
+
+
+def _shared_names(blocks: Sequence[nn.Module]) -> list[str]:
+    """The parameters every block holds, in block 0's order: the roles smoothed across depth."""
+    shared = set.intersection(*(set(_shapes(block)) for block in blocks))
+    return [name for name in _shapes(blocks[0]) if name in shared]
+
+
+def _first_difference(blocks: Sequence[nn.Module]) -> tuple[int, str] | None:
+    """``(block index, what)`` where a block differs from block 0 in class or in the shape of a parameter both have.
+
+    A parameter that only some blocks hold (T5's relative attention bias, in block 0) is no difference: the blocks are
+    smoothed on the parameters they all share.
+    """
+    first, shapes = _block_class(blocks[0]), _shapes(blocks[0])
+    for index, block in enumerate(blocks[1:], start=1):
+        if _block_class(block) is not first:
+            return index, _block_class(block).__name__
+        differing = [name for name, shape in _shapes(block).items() if shapes.get(name, shape) != shape]
+        if differing:
+            return index, differing[0]
+    return None
 
 
 def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList]:
-    """The longest ``nn.ModuleList`` of structurally identical modules (e.g. ``model.model.layers``)."""
+    """The longest ``nn.ModuleList`` of alike blocks (e.g. ``model.model.layers``): one class, and the parameters
+    they share of one shape each."""
     best = None
     for name, module in model.named_modules():
         if isinstance(module, nn.ModuleList) and len(module) >= 2:
-            if len({_structure(block) for block in module}) == 1 and (best is None or len(module) > len(best[1])):
+            alike = _first_difference(module) is None and _shared_names(module)
+            if alike and (best is None or len(module) > len(best[1])):
                 best = (name, module)
     if best is None:
-        raise ValueError("GradientSmoothing: found no nn.ModuleList of two or more identical blocks; pass `blocks`")
+        raise ValueError("GradientSmoothing: found no nn.ModuleList of two or more alike blocks; pass `blocks`")
     return best
 
 
-def _check_identical(blocks: Sequence[nn.Module]) -> None:
-    first = _structure(blocks[0])
-    for index, block in enumerate(blocks[1:], start=1):
-        if _structure(block) != first:
-            theirs = dict(_structure(block)[1])
-            differing = next(
-                (name for name, shape in first[1] if theirs.get(name) != shape),
-                next(iter(set(theirs) - dict(first[1]).keys()), type(block).__name__),
-            )
-            raise ValueError(
-                f"GradientSmoothing: `blocks` must be structurally identical; block {index} differs from block 0 "
-                f"at {differing!r}"
-            )
+def _check_alike(blocks: Sequence[nn.Module]) -> None:
+    difference = _first_difference(blocks)
+    if difference is not None:
+        raise ValueError(
+            "GradientSmoothing: `blocks` must be of one class with their shared parameters of one shape; block "
+            f"{difference[0]} differs from block 0 at {difference[1]!r}"
+        )
 
 
 def _check_sharded_alike(name: str, params: list[nn.Parameter]) -> None:
@@ -186,7 +213,7 @@ class GradientSmoothing(OptimizerWrapper):
         blocks = list(blocks)
         if len(blocks) < 2:
             raise ValueError(f"GradientSmoothing: need at least 2 blocks, got {len(blocks)}")
-        _check_identical(blocks)
+        _check_alike(blocks)
         self.mode = mode
         self.matrix = smoothing_matrix(len(blocks), window, kernel, sigma, weights, boundary)
         self.is_identity = bool(torch.equal(self.matrix, torch.eye(len(blocks))))
@@ -195,7 +222,7 @@ class GradientSmoothing(OptimizerWrapper):
     def _roles(self, blocks: list[nn.Module]) -> dict[str, list[nn.Parameter]]:
         optimized = {id(p) for group in self.base_optimizer.param_groups for p in group["params"]}
         roles = {}
-        for name, _ in blocks[0].named_parameters():
+        for name in _shared_names(blocks):
             params = [block.get_parameter(name) for block in blocks]
             if len({id(p) for p in params}) != len(params):
                 raise ValueError(f"GradientSmoothing: blocks share the parameter {name!r}; nothing to smooth across")

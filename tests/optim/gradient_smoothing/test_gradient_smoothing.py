@@ -2,7 +2,10 @@ import copy
 
 import pytest
 import torch
+import torch.distributed as dist
+import transformers as tf
 from torch import nn
+from torch.distributed.fsdp import fully_shard
 
 from hf_ext._sharded import Sharding
 from hf_ext.models import load_minilm, tiny_causal_lm
@@ -196,6 +199,68 @@ def test_blocks_that_differ_are_refused():
     model.layers.append(nn.Linear(3, 4))
     with pytest.raises(ValueError, match=r"block 4 differs from block 0 at 'weight'"):
         GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, blocks=model.layers)
+
+
+def _t5():
+    config = tf.T5Config(
+        vocab_size=50,
+        d_model=8,
+        d_kv=4,
+        d_ff=16,
+        num_layers=3,
+        num_heads=2,
+        dropout_rate=0.0,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+    )
+    model = tf.T5ForConditionalGeneration(config)
+    ids = torch.randint(0, 50, (2, 5), generator=torch.Generator().manual_seed(0))
+    return model, {"input_ids": ids, "labels": ids}
+
+
+def test_t5_blocks_are_smoothed_on_what_they_share_and_the_extra_bias_steps_unsmoothed():
+    """Block 0 alone holds the relative attention bias: it takes the base step; the shared roles are averaged."""
+    smoothed, batch = _t5()
+    plain = copy.deepcopy(smoothed)
+    blocks = smoothed.encoder.block
+    start = [block.layer[0].SelfAttention.q.weight.detach().clone() for block in blocks]
+    optimizer = GradientSmoothing(torch.optim.SGD(smoothed.parameters(), lr=0.1), smoothed, blocks="encoder.block")
+    assert find_blocks(smoothed)[1] is blocks and "layer.0.SelfAttention.q.weight" in optimizer.roles
+    assert not any("relative_attention_bias" in role for role in optimizer.roles)
+    for model, step in ((plain, torch.optim.SGD(plain.parameters(), lr=0.1)), (smoothed, optimizer)):
+        model(**batch).loss.backward()
+        step.step()
+    bias = "layer.0.SelfAttention.relative_attention_bias.weight"
+    assert torch.equal(blocks[0].get_parameter(bias), plain.encoder.block[0].get_parameter(bias))
+    steps = [block.layer[0].SelfAttention.q.weight - w for block, w in zip(plain.encoder.block, start, strict=True)]
+    torch.testing.assert_close(blocks[1].layer[0].SelfAttention.q.weight, start[1] + sum(steps) / 3)  # the mean step
+
+
+def test_blocks_whose_shared_parameters_differ_in_shape_are_refused_naming_them():
+    model = Stack()
+    model.layers[2].extra = nn.Linear(3, 3)  # held by block 2 alone: no difference
+    model.layers[3].bias = nn.Parameter(torch.zeros(4))
+    with pytest.raises(ValueError, match=r"block 3 differs from block 0 at 'bias'"):
+        GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, blocks=model.layers)
+
+
+@pytest.fixture
+def one_process_group():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_blocks_fully_sharded_one_by_one_are_still_found(one_process_group):
+    """FSDP2 renames a sharded block's class FSDP<class>; the last block, left to the root's shard, keeps its own."""
+    llama, _ = tiny_causal_lm(num_layers=3)
+    for layer in llama.model.layers[:-1]:
+        fully_shard(layer)
+    fully_shard(llama)
+    assert type(llama.model.layers[0]).__name__ == "FSDPLlamaDecoderLayer"
+    assert find_blocks(llama)[1] is llama.model.layers
+    optimizer = GradientSmoothing(torch.optim.AdamW(llama.parameters()), llama)
+    assert len(optimizer.roles["mlp.up_proj.weight"]) == 3
 
 
 def test_blocks_sharded_differently_are_refused(monkeypatch):

@@ -52,7 +52,7 @@ class ZOOptimizer(torch.optim.Optimizer):
             perturbation: the model's perturbations; its parameters become the optimizer's.
             lr: learning rate of every group.
             weight_decay: decoupled decay of the ``decay_names`` group; ``None`` takes the config's.
-            decay_names: parameter names that decay; ``None``: the targeted linear weights.
+            decay_names: parameter names that decay; ``None``: the targeted matrices (linear weights, MoE tensors).
             seed: seeds of the perturbations drawn by ``step(closure)`` (step ``t`` draws from ``(seed, t)``).
         """
         if not isinstance(perturbation, ZOPerturbation):
@@ -63,7 +63,7 @@ class ZOOptimizer(torch.optim.Optimizer):
             raise TypeError(f"ZOOptimizer: `seed` must be an integer, got {seed!r}")
         named = perturbation.named_parameters()
         if decay_names is None:
-            decay_names = [name + ".weight" for name in perturbation.targets.linears]
+            decay_names = list(perturbation.matrix_names.values())
         decay_names = set(decay_names)
         decay = [param for name, param in named.items() if name in decay_names]
         no_decay = [param for name, param in named.items() if name not in decay_names]
@@ -156,7 +156,7 @@ class ZOOptimizer(torch.optim.Optimizer):
                 self.perturbation.add_direction_(seed, -lr * coefficient, names=group_names)
 
     def state_dict(self) -> dict:
-        """torch's layout: per parameter its ``step`` and, for a targeted linear weight (AGZO), its ``subspace``.
+        """torch's layout: per parameter its ``step`` and, for a targeted matrix (AGZO), its ``subspace``.
 
         Kept per parameter so that ``torch.distributed.checkpoint`` (FSDP2 checkpoints) saves and restores them:
         it keeps only ``state`` and ``param_groups``. A basis is padded to ``(in, min(rank, in))`` columns, with
@@ -167,31 +167,31 @@ class ZOOptimizer(torch.optim.Optimizer):
         state = super().state_dict()
         if not self.perturbation.is_subspace:
             return state
-        weights = {id(module.weight): name for name, module in self.perturbation.targets.linears.items()}
+        weights = {id(self.perturbation.matrix_parameter(key)): key for key in self.perturbation.matrix_names}
         for index, param in enumerate(param for group in self.param_groups for param in group["params"]):
             if id(param) in weights:
-                state["state"].setdefault(index, {}).update(self._saved_subspace(weights[id(param)], param))
+                state["state"].setdefault(index, {}).update(self._saved_subspace(weights[id(param)]))
         return state
 
-    def _saved_subspace(self, name: str, weight: torch.Tensor) -> dict[str, torch.Tensor]:
-        basis = self.perturbation.subspaces.get(name)
-        padded = torch.zeros(weight.shape[1], min(self.perturbation.config.rank, weight.shape[1]))
+    def _saved_subspace(self, key: str) -> dict[str, torch.Tensor]:
+        basis = self.perturbation.subspaces.get(key)
+        padded = torch.zeros(self.perturbation.subspace_shape(key))
         if basis is not None:
-            padded[:, : basis.shape[1]] = basis.cpu()
-        return {"subspace": padded, "subspace_rank": torch.tensor(-1 if basis is None else basis.shape[1])}
+            padded[..., : basis.shape[-1]] = basis.cpu()
+        return {"subspace": padded, "subspace_rank": torch.tensor(-1 if basis is None else basis.shape[-1])}
 
     def load_state_dict(self, state_dict: dict) -> None:
         state_dict = {**state_dict, "state": {index: dict(entry) for index, entry in state_dict["state"].items()}}
         # As torch matches them: the saved groups' keys (indices, or names from torch.distributed.checkpoint) in order.
         saved_keys = [key for group in state_dict["param_groups"] for key in group["params"]]
         params = dict(zip(saved_keys, (param for group in self.param_groups for param in group["params"]), strict=True))
-        names = {id(module.weight): name for name, module in self.perturbation.targets.linears.items()}
+        names = {id(self.perturbation.matrix_parameter(key)): key for key in self.perturbation.matrix_names}
         subspaces = {}
         for key, entry in state_dict["state"].items():
             basis, width = entry.pop("subspace", None), entry.pop("subspace_rank", None)
             if basis is not None and int(width) >= 0:  # popped before torch casts it to the weight's dtype
                 # column-major, as torch.linalg.qr returned it: the update's matmul rounds differently by layout
-                basis = basis[:, : int(width)].T.contiguous().T
+                basis = basis[..., : int(width)].mT.contiguous().mT
                 subspaces[names[id(params[key])]] = basis.to(local(params[key]).device)
         super().load_state_dict(state_dict)
         steps = [entry["step"] for entry in state_dict["state"].values() if "step" in entry]

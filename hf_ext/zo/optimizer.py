@@ -1,6 +1,7 @@
 """The update of zeroth-order training as a ``torch.optim.Optimizer``, so the Trainer's schedulers,
 checkpointing and accelerate's wrapping work unchanged."""
 
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
@@ -12,7 +13,7 @@ from .estimator import estimate_projected_gradients
 from .perturbation import ZOPerturbation, derive_seed
 
 # Besides torch's defaults/state/param_groups, what a copy or a pickle must keep to go on stepping.
-_COPIED_ATTRIBUTES = ("perturbation", "seed", "_steps", "_pending", "_skip")
+_COPIED_ATTRIBUTES = ("perturbation", "seed", "_steps", "_pending", "_skip", "_warned_rounding")
 
 
 class ZOOptimizer(torch.optim.Optimizer):
@@ -73,6 +74,7 @@ class ZOOptimizer(torch.optim.Optimizer):
         self._steps = 0
         self._pending: list[tuple[int, float]] = []
         self._skip = False
+        self._warned_rounding = False
         super().__init__([g for g in groups if g["params"]], {"lr": lr, "weight_decay": 0.0})
 
     def add_param_group(self, param_group: dict) -> None:
@@ -148,12 +150,32 @@ class ZOOptimizer(torch.optim.Optimizer):
             lr, weight_decay = group["lr"], group["weight_decay"]
             if not lr:
                 continue
-            if weight_decay:
-                for param in group["params"]:
+            for param in group["params"]:
+                name = names[id(param)]
+                before = self._rounding_probe(name, param)
+                if weight_decay:
                     param.mul_(1 - lr * weight_decay)
-            group_names = {names[id(param)] for param in group["params"]}
-            for seed, coefficient in self._pending:
-                self.perturbation.add_direction_(seed, -lr * coefficient, names=group_names)
+                for seed, coefficient in self._pending:
+                    self.perturbation.add_direction_(seed, -lr * coefficient, names=(name,))
+                if before is not None and torch.equal(before, local(param)):
+                    self._warn_rounding(name, param.dtype)
+
+    def _rounding_probe(self, name: str, param: torch.Tensor) -> torch.Tensor | None:
+        """A copy of a low-precision parameter that this step should move, until one update has rounded to nothing."""
+        moving = any(coefficient for _, coefficient in self._pending) and self.perturbation.moves(name)
+        if self._warned_rounding or not moving or param.dtype.itemsize >= 4:
+            return None
+        return local(param).clone()
+
+    def _warn_rounding(self, name: str, dtype: torch.dtype) -> None:
+        """Say once that a step left a parameter exactly as it was: its update is below half its dtype's resolution."""
+        self._warned_rounding = True
+        warnings.warn(
+            f"ZOOptimizer: the update of `{name}` ({dtype}) rounded to exactly zero at step {self._steps}, so the step "
+            "left it unchanged; keep float32 master weights (load the model in float32, run the forwards under "
+            "autocast) or raise the learning rate",
+            stacklevel=2,
+        )
 
     def state_dict(self) -> dict:
         """torch's layout: per parameter its ``step`` and, for a targeted matrix (AGZO), its ``subspace``.

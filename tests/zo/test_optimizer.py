@@ -1,6 +1,7 @@
 import copy
 import math
 import pickle
+import warnings
 
 import pytest
 import torch
@@ -253,3 +254,30 @@ def test_a_bf16_update_agrees_with_the_fp32_one(make_least_squares, config):
     torch.testing.assert_close(updates[torch.bfloat16], updates[torch.float32], atol=bound, rtol=0)
     assert updates[torch.float32].abs().max() > 10 * bound
 
+
+def test_a_non_scalar_loss_is_refused_with_its_shape(least_squares, low_rank_batch):
+    """Issue 72: a per-sample loss failed deep inside the step with a reshape error."""
+    optimizer = ZOOptimizer(ZOPerturbation(least_squares, MeZOConfig()))
+    with pytest.raises(ValueError, match=r"the loss must be a scalar, got a tensor of shape \(32,\)"):
+        optimizer.step(lambda: least_squares.proj(low_rank_batch["x"]).pow(2).sum(-1))
+    assert optimizer.state_dict()["state"][0]["step"] == 0
+
+
+def test_a_bf16_update_that_rounds_to_nothing_is_reported_once_by_name(make_least_squares, low_rank_batch):
+    """Issue 72: a bf16 step whose update rounded to exactly zero was accepted silently."""
+    model = make_least_squares().to(torch.bfloat16)
+    batch = {name: value.to(torch.bfloat16) for name, value in low_rank_batch.items()}
+    optimizer = ZOOptimizer(ZOPerturbation(model, MeZOConfig(eps=0.1)), lr=1e-9)
+    before = model.proj.weight.detach().clone()
+    with pytest.warns(
+        UserWarning, match=r"update of `proj.weight` \(torch.bfloat16\) rounded to exactly zero"
+    ) as caught:
+        optimizer.step(_loss(model, batch))
+        optimizer.step(_loss(model, batch))
+    assert len(caught) == 1 and "float32 master weights" in str(caught[0].message)
+    assert torch.equal(model.proj.weight, before)
+    fresh = ZOOptimizer(ZOPerturbation(model, MeZOConfig(eps=0.1)), lr=1e-1)  # an update that moves says nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fresh.step(_loss(model, batch))
+    assert not torch.equal(model.proj.weight, before)

@@ -329,9 +329,10 @@ class Scion(torch.optim.Optimizer):
         return split in NORMS[resolve_norm(group["norm"], param)].reads
 
     def _direction(self, group: dict, param: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-        """``scale * lmo(d)``, shaped like ``param``: the LMO of each ``(d_out, d_in)`` matrix of ``d``."""
+        """``scale * lmo(d)``, shaped like ``param``: the LMO of each ``(d_out, d_in)`` matrix of ``d``. Contiguous, as
+        the owners' blocks arrive: a bfloat16 ``add_`` rounds a strided operand unlike a contiguous one."""
         layout = self._layout(group, param)
-        return group["scale"] * layout.from_matrices(self._norm(group, param).lmo(layout.matrices(d)))
+        return (group["scale"] * layout.from_matrices(self._norm(group, param).lmo(layout.matrices(d)))).contiguous()
 
     @torch.no_grad()
     def lmo_direction(self, tensors: dict[torch.Tensor, torch.Tensor]) -> dict[torch.Tensor, torch.Tensor]:

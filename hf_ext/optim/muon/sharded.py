@@ -91,7 +91,8 @@ class ShardedMuon(torch.optim.Muon):
     @torch.no_grad()
     def step(self, closure=None):
         params = [p for group in self.param_groups for p in group["params"]]
-        plain = not any(group["stacked"] or group["transposed"] for group in self.param_groups)
+        # .get: the groups of a checkpoint saved before these settings existed lack them
+        plain = not any(group.get("stacked") or group.get("transposed") for group in self.param_groups)
         if plain and all(sharding(p, "ShardedMuon: a parameter") is None for p in params):
             return _without_hooks(torch.optim.Muon.step)(self, closure)
         loss = None
@@ -119,7 +120,7 @@ class ShardedMuon(torch.optim.Muon):
             for p, update in zip(stepped, orthogonal, strict=True):
                 # torch's Newton-Schulz returns a tall map's update transposed, and a bfloat16 add_ rounds a strided
                 # operand unlike a contiguous one: the update is added in the layout torch adds that map's update in.
-                rows, cols = reversed(p.shape[-2:]) if group["transposed"] else p.shape[-2:]
+                rows, cols = reversed(p.shape[-2:]) if group.get("transposed") else p.shape[-2:]
                 update = update.mT.contiguous().mT if rows > cols else update.contiguous()
                 part = local(p)
                 part.mul_(1 - lr * group["weight_decay"])
@@ -132,9 +133,9 @@ def _orthogonalize(update: torch.Tensor, group: dict) -> torch.Tensor:
     ``transposed`` group, or each matrix of a ``stacked`` one, batched through the shared ``newton_schulz`` (the same
     products in the same dtype: each expert's result is torch's, bit for bit on CPU)."""
     coefficients, steps, eps = group["ns_coefficients"], group["ns_steps"], group["eps"]
-    maps = update.mT if group["transposed"] else update
+    maps = update.mT if group.get("transposed") else update
     if maps.dim() == 2:
         orthogonal = _zeropower_via_newtonschulz(maps, coefficients, steps, eps)
     else:
         orthogonal = newton_schulz(maps, steps, coefficients, eps, dtype=torch.bfloat16)
-    return orthogonal.mT if group["transposed"] else orthogonal
+    return orthogonal.mT if group.get("transposed") else orthogonal

@@ -278,7 +278,8 @@ class Scion(torch.optim.Optimizer):
     def _layout(group: dict, tensor: torch.Tensor) -> ParamLayout:
         """How ``tensor`` (a parameter, or its shard) reads as ``(experts, d_out, d_in)`` matrices under ``group``."""
         role = "vector" if tensor.dim() < 2 else "hidden"
-        return ParamLayout("", role, tuple(tensor.shape), bool(group["transposed"]), bool(group["stacked"]))
+        stacked = bool(group.get("stacked"))  # absent from the groups of a checkpoint saved before it existed
+        return ParamLayout("", role, tuple(tensor.shape), bool(group["transposed"]), stacked)
 
     @torch.no_grad()
     def step(self, closure=None):

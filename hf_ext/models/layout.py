@@ -75,6 +75,18 @@ class ParamLayout:
             stack = tensor.reshape(1, tensor.shape[0], -1)
         return stack.transpose(-2, -1) if self.transposed else stack
 
+    def matrix_axis(self, dim: int) -> int:
+        """The axis of :meth:`matrices`' view that the stored tensor's axis ``dim`` becomes: 0 experts, 1 ``d_out``,
+        2 ``d_in`` (a kernel's trailing axes are flattened into ``d_in``). Tells which axis a row split (FSDP2's
+        ``Shard(0)``) cuts: the experts (each shard holds whole matrices) or each matrix."""
+        if self.stacked:
+            axis = dim
+        elif len(self.shape) < 2:
+            axis = 2
+        else:
+            axis = min(dim, 1) + 1
+        return 3 - axis if self.transposed and axis else axis
+
     def from_matrices(self, stack: torch.Tensor) -> torch.Tensor:
         """The inverse of :meth:`matrices`: ``(experts, d_out, d_in)`` back to the parameter's stored shape."""
         if self.transposed:

@@ -102,3 +102,20 @@ def test_stacked_expert_biases_are_vectors():
 
     layouts = model_layout(Experts())
     assert (layouts["gate_up_proj"].role, layouts["gate_up_proj_bias"].role) == ("hidden", "vector")
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        (ParamLayout("linear", "hidden", (5, 7)), [1, 2]),
+        (ParamLayout("conv1d", "hidden", (7, 5), transposed=True), [2, 1]),
+        (ParamLayout("kernel", "hidden", (5, 3, 2)), [1, 2, 2]),
+        (ParamLayout("experts", "hidden", (4, 5, 7), stacked=True), [0, 1, 2]),
+        (ParamLayout("experts_t", "hidden", (4, 7, 5), transposed=True, stacked=True), [0, 2, 1]),
+        (ParamLayout("bias", "vector", (5,)), [2]),
+    ],
+)
+def test_matrix_axis_follows_each_stored_axis_into_the_matrices_view(layout, expected):
+    """The view's axis ``k`` has the stored axis' length (or a multiple of it, for a flattened kernel)."""
+    assert [layout.matrix_axis(dim) for dim in range(len(layout.shape))] == expected
+    stack = layout.matrices(torch.zeros(layout.shape))
+    for dim, axis in enumerate(expected):
+        assert stack.shape[axis] % layout.shape[dim] == 0

@@ -32,6 +32,7 @@ from hf_ext.models import load_minilm
 from hf_ext.plotting import display_name, loss_curve, plot_seed_curves
 from hf_ext.recipes._jobs import check_workers, run_all
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import one_string, run_config, set_per_run, settings_parser
 from hf_ext.recipes._training import train_resumable
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
@@ -271,4 +272,4 @@ def _compare(argv: list[str] | None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

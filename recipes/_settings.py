@@ -21,6 +21,7 @@ from transformers import TrainingArguments
 from trl import TrlParser
 
 from hf_ext._settings import as_json
+from hf_ext._validation import check_training_arguments
 
 Config = TypeVar("Config")
 
@@ -98,6 +99,7 @@ class RecipeParser(TrlParser):
         parsed = super().parse_args_and_config(args, *options, **keywords)
         for config in parsed:
             if isinstance(config, TrainingArguments):
+                check_training_arguments(config)
                 vars(config)[_SETTINGS_ATTRIBUTE] = self._read
                 from hf_ext.recipes._training import check_resume  # which imports this module (and the Trainer)
 

@@ -34,6 +34,8 @@ ALGORITHMS = {
     "simpo": ("RegularizedSimPOConfig", "RegularizedSimPOTrainer"),
 }
 VARIANTS = ("vanilla", "regularized")
+# The settings whose values choose the parser's dataclasses (`hf-ext run` checks keys against each choice's own).
+PARSER_FOLLOWS = ("algorithm",)
 
 
 @dataclass

@@ -14,14 +14,18 @@ checkpoints and refuse to resume under others (``hf_ext.recipes._training``).
 
 import argparse
 import dataclasses
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from transformers import TrainingArguments
 from trl import TrlParser
 
 from hf_ext._settings import as_json
 from hf_ext._validation import check_training_arguments
+from hf_ext.recipes import recipes_dir
 
 Config = TypeVar("Config")
 
@@ -111,3 +115,17 @@ def settings_parser(*dataclass_types: type) -> RecipeParser:
     """The parser of a recipe's settings (a :class:`RecipeParser`)."""
     return RecipeParser(dataclass_types)
 
+
+def given_settings(argv: list[str] | None = None) -> set[str]:
+    """The settings a user wrote: the keys in ``argv`` (``--key value``, ``--key=value``) and those of a config file
+    of their own (``--config FILE``), not of a shipped one (``recipes/configs/``), nor the defaults.
+
+    A setting the user did not write may follow how the run is launched; one they wrote is refused if it cannot.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    keys = {item[2:].partition("=")[0] for item in argv if item.startswith("--")}
+    if "--config" in argv:
+        config = Path(argv[argv.index("--config") + 1]).resolve()
+        if config.parent != recipes_dir() / "configs":
+            keys |= set(yaml.safe_load(config.read_text()) or {})
+    return keys - {"config"}

@@ -4,6 +4,7 @@ A NaN coefficient passes every ``x < 0`` test and then turns the weights into Na
 logged loss still reads finite, so each config runs :func:`check_finite_fields` first, and the
 gradient trainers run :func:`check_finite_loss` on each training loss before its backward; an optimizer that
 never sees the loss runs :func:`check_finite_gradients` before it changes a weight.
+:func:`check_training_arguments` refuses what ``TrainingArguments`` takes and then misreads.
 """
 
 import dataclasses
@@ -88,3 +89,17 @@ def check_finite_gradients(owner: str, param_groups: Sequence[dict], group: dist
         f"{owner}: the gradient of {name} holds NaN or inf; stopped before any weight changed (look for a NaN/inf "
         "loss or inputs, or a learning rate or loss scale that is too large)"
     )
+
+
+def check_training_arguments(args) -> None:
+    """Refuse what a ``TrainingArguments`` accepts and then misreads: a ``max_steps`` <= 0 other than -1 (read as
+    unset, so the epochs are trained) and a negative ``learning_rate`` (refused by the optimizer once training
+    starts, or by none)."""
+    owner = type(args).__name__
+    if args.max_steps != -1 and args.max_steps < 1:
+        raise ValueError(
+            f"{owner}: `max_steps` must be a number of steps >= 1, or -1 to train `num_train_epochs`, "
+            f"got {args.max_steps}"
+        )
+    if not args.learning_rate >= 0:
+        raise ValueError(f"{owner}: `learning_rate` must be >= 0, got {args.learning_rate}")

@@ -52,7 +52,7 @@ from hf_ext.companion.bo import (
 from hf_ext.companion.bo.adversary import PLACEMENTS
 from hf_ext.companion.executors import local_executor, run_jobs
 from hf_ext.plotting import plot_bands
-from hf_ext.recipes._jobs import on_main_process
+from hf_ext.recipes._jobs import check_workers, on_main_process
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
@@ -119,10 +119,12 @@ class BORobustArguments:
         for corruption in self.corruptions:
             if corruption != "none" and not _magnitude(corruption) > 0:
                 raise ValueError(f"`corruptions` must be 'none' or positive magnitudes, got {corruption!r}")
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"`placement` must be one of {list(PLACEMENTS)}, got {self.placement!r}")
         if not self.seeds or self.rounds < 2:
             raise ValueError(f"`seeds` must not be empty and `rounds` must be >= 2, got {self.seeds}, {self.rounds}")
+        # The adversary's own checks (`exponent`, `placement`, `direction`) and the workers', here: a value refused
+        # once the runs start would leave its settings.json behind, and the corrected rerun refused as a changed one.
+        FrequencyLimitedAdversary(self.rounds, 1.0, self.exponent, self.placement, self.direction)
+        check_workers("BORobustArguments", self.workers)
 
 
 @dataclass

@@ -84,11 +84,23 @@ def test_the_runs_go_to_the_executor_given_and_end_as_in_this_process(tmp_path, 
         ({"objectives": []}, "`objectives` must be a non-empty list"),
         ({"corruptions": ["huge"]}, "`corruptions` must be 'none' or positive magnitudes"),
         ({"placement": "worst"}, r"`placement` must be one of \['random', 'best'\]"),
+        ({"exponent": -1.0}, r"`exponent` must be in \(0, 1\), got -1.0"),
+        ({"direction": 0}, "`direction` must be -1 or 1, got 0"),
+        ({"workers": 0}, "BORobustArguments: `workers` must be an integer >= 1, got 0"),
     ],
 )
 def test_bad_arguments_name_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
         BORobustArguments(**kwargs)
+
+
+@pytest.mark.parametrize("setting", [("--exponent", "-1"), ("--direction", "0"), ("--workers", "0")])
+def test_a_refused_setting_leaves_nothing_for_the_corrected_rerun_to_be_refused_by(tmp_path, setting):
+    """Issue 72: `exponent=-1` was refused once the runs started, after settings.json was written, so the corrected
+    rerun into the same output_dir was refused as a changed resume."""
+    with pytest.raises(ValueError, match=f"`{setting[0][2:]}` must be"):
+        main(_flags(tmp_path / "out", *setting))
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_loop_settings_are_the_configs_own_less_what_each_run_sets():

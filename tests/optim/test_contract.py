@@ -405,6 +405,19 @@ def test_step_hooks_run_once_before_and_after_and_can_be_removed(cls):
 
 
 @pytest.mark.parametrize("cls", ENTRIES)
+def test_a_first_step_that_no_gradient_reaches_is_refused(cls):
+    """Issue 72: an optimizer built before ``fully_shard`` holds tensors the model no longer uses (FSDP2 gives it new
+    parameters); each of ours trained on without moving a weight. Here the model's copy takes their place."""
+    entry, model, optimizer = _built(cls)
+    if not entry.backward:
+        pytest.skip("a zeroth-order step takes no gradients")
+    replaced = copy.deepcopy(model)  # the model that computes the loss now; the optimizer holds `model`'s tensors
+    with pytest.raises(RuntimeError, match=rf"{cls.__name__}\.step\(\): none of its \d+ parameters .*`fully_shard`"):
+        optimizer.step(_closure(entry, replaced, optimizer))
+    assert not optimizer.state, "the refused step kept state"
+
+
+@pytest.mark.parametrize("cls", ENTRIES)
 def test_step_calls_the_closure_and_returns_its_loss(cls):
     entry, model, optimizer = _built(cls)
     calls = []

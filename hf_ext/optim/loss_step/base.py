@@ -19,6 +19,7 @@ import torch.distributed as dist
 
 from ..._sharded import local, shard_group, squared_norm_part, sum_across
 from ..._validation import check_finite, check_finite_loss
+from ..shared.first_step import check_first_step
 
 NORMS = ("global", "per_group")
 
@@ -98,6 +99,7 @@ class LossStepOptimizer(torch.optim.Optimizer):
                 self._state(group, [p for p in group["params"] if p.grad is not None])
             return None
         loss = self._take_loss(closure)
+        check_first_step(self)
         grads = [[p.grad for p in group["params"] if p.grad is not None] for group in self.param_groups]
         value, *squares = self._loss_and_squares(loss, grads)
         steps = max(self.last(group, "step", 0) for group in self.param_groups)

@@ -10,6 +10,7 @@ cover both, as for any single ``torch.optim.Optimizer``. The Muon part is :class
 import torch
 
 from ..._validation import check_finite
+from ..shared.first_step import check_first_step
 from .sharded import ShardedMuon
 
 
@@ -82,6 +83,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         for optimizer in self.optimizers:
             optimizer.step()
         return loss

@@ -13,6 +13,7 @@ from torch.optim._muon import _adjust_lr, _zeropower_via_newtonschulz
 
 from ..._sharded import local, sharding
 from ..._validation import check_finite
+from ..shared.first_step import check_first_step
 from ..shared.sharding import OwnerExchange
 
 
@@ -73,13 +74,15 @@ class ShardedMuon(torch.optim.Muon):
 
     @torch.no_grad()
     def step(self, closure=None):
-        params = [p for group in self.param_groups for p in group["params"]]
-        if all(sharding(p, "ShardedMuon: a parameter") is None for p in params):
-            return _without_hooks(torch.optim.Muon.step)(self, closure)
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
+        params = [p for group in self.param_groups for p in group["params"]]
+        if all(sharding(p, "ShardedMuon: a parameter") is None for p in params):
+            _without_hooks(torch.optim.Muon.step)(self)
+            return loss
         exchange = OwnerExchange(params, "ShardedMuon")  # owners over every parameter, so they stay put
         position = {id(p): index for index, p in enumerate(params)}
         for group in self.param_groups:

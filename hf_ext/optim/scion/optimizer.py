@@ -34,6 +34,7 @@ from torch import nn
 
 from ..._sharded import local, sharding
 from ..._validation import check_finite
+from ..shared.first_step import check_first_step
 from ..shared.newton_schulz import QUINTIC, newton_schulz
 from ..shared.sharding import OwnerExchange
 
@@ -258,6 +259,7 @@ class Scion(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         # Owners over every parameter that needs its whole tensor, with a gradient this step or not: they stay put.
         whole = [p for group in self.param_groups for p in group["params"] if self._needs_whole(group, p)]
         position = {id(p): index for index, p in enumerate(whole)}

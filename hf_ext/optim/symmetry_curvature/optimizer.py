@@ -42,6 +42,7 @@ from torch import nn
 
 from ..._sharded import local, shard_group, squared_norm_part, sum_across
 from ..._validation import check_finite
+from ..shared.first_step import check_first_step
 from ..shared.sharding import OwnerExchange
 from .groups import GROUPS, SymmetryGroup
 
@@ -164,6 +165,7 @@ class SymmetryCurvature(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         groups = {p: group for group in self.param_groups for p in group["params"]}
         symmetries = {p: SymmetryGroup(*resolve_group(group["group"], p)) for p, group in groups.items()}
         # Owners over every whole-matrix parameter, with a gradient this step or not, so that they stay put.

@@ -162,11 +162,12 @@ NEWTON_SCHULZ = (
     "its Newton-Schulz step multiplies a rounding along a small singular value by up to 3.4445 per iteration "
     "(3.4445^5 = 485 over 5): no bound from bf16 rounding is tighter than the step itself"
 )
+NO_CLIP = {"max_grad_norm": 0.0}  # LossToOptimizerTrainer refuses clipping: SPS and NGN size steps from ||g||^2
 REGISTRY: dict[type, Entry] = {
     # m: the decay's and the step's writes; k: the momentum buffer's product and sum (the step size comes from
     # the float32 loss and ||g||^2).
-    SPS: Entry(_sps, trainer=_default_trainer(_sps, LossToOptimizerTrainer), bf16_writes=2),
-    NGN: Entry(_ngn, trainer=_default_trainer(_ngn, LossToOptimizerTrainer)),
+    SPS: Entry(_sps, trainer=_default_trainer(_sps, LossToOptimizerTrainer), trainer_settings=NO_CLIP, bf16_writes=2),
+    NGN: Entry(_ngn, trainer=_default_trainer(_ngn, LossToOptimizerTrainer), trainer_settings=NO_CLIP),
     Scion: Entry(_scion, trainer=_default_trainer(_scion), bf16_roundings=None, bf16_reason=NEWTON_SCHULZ),
     # State and roots in float32: k counts the direction's cast to bf16 and the decay factor's product.
     SymmetryCurvature: Entry(

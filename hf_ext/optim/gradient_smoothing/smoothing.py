@@ -36,6 +36,7 @@ from hf_ext.kernels import depth_smooth
 
 from ..._sharded import local, sharding
 from ..._validation import check_finite
+from ..shared.first_step import check_first_step
 from ..shared.wrapper import OptimizerWrapper
 
 KERNELS = ("uniform", "triangular", "gaussian")
@@ -250,6 +251,7 @@ class GradientSmoothing(OptimizerWrapper):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         if self.is_identity:
             self.base_optimizer.step()
             return loss

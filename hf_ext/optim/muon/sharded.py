@@ -21,6 +21,7 @@ from torch.optim._muon import _adjust_lr, _zeropower_via_newtonschulz
 
 from ..._sharded import local, sharding
 from ..._validation import check_finite
+from ..shared.first_step import check_first_step
 from ..shared.newton_schulz import newton_schulz
 from ..shared.sharding import OwnerExchange
 
@@ -90,15 +91,22 @@ class ShardedMuon(torch.optim.Muon):
 
     @torch.no_grad()
     def step(self, closure=None):
-        params = [p for group in self.param_groups for p in group["params"]]
-        # .get: the groups of a checkpoint saved before these settings existed lack them
-        plain = not any(group.get("stacked") or group.get("transposed") for group in self.param_groups)
-        if plain and all(sharding(p, "ShardedMuon: a parameter") is None for p in params):
-            return _without_hooks(torch.optim.Muon.step)(self, closure)
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
+        params = [p for group in self.param_groups for p in group["params"]]
+        # .get: the groups of a checkpoint saved before these settings existed lack them
+        plain = not any(group.get("stacked") or group.get("transposed") for group in self.param_groups)
+        if plain and all(sharding(p, "ShardedMuon: a parameter") is None for p in params):
+            _without_hooks(torch.optim.Muon.step)(self)
+            return loss
+        check_first_step(self)
+        params = [p for group in self.param_groups for p in group["params"]]
+        if all(sharding(p, "ShardedMuon: a parameter") is None for p in params):
+            _without_hooks(torch.optim.Muon.step)(self)
+            return loss
         exchange = OwnerExchange(params, "ShardedMuon")  # owners over every parameter, so they stay put
         position = {id(p): index for index, p in enumerate(params)}
         for group in self.param_groups:

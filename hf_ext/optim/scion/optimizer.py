@@ -40,6 +40,7 @@ from torch import nn
 from ..._sharded import local, shard_group, sharding
 from ..._validation import check_finite, check_finite_gradients
 from ...models.layout import ParamLayout, model_layout
+from ..shared.first_step import check_first_step
 from ..shared.newton_schulz import QUINTIC, newton_schulz
 from ..shared.sharding import OwnerExchange
 
@@ -287,6 +288,7 @@ class Scion(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         check_finite_gradients("Scion", self.param_groups, shard_group(self._params(), "Scion"))
         # Owners over every parameter that needs its whole tensor, with a gradient this step or not: they stay put.
         whole = [p for group in self.param_groups for p in group["params"] if self._needs_whole(group, p)]

@@ -102,11 +102,6 @@ class ShardedMuon(torch.optim.Muon):
         if plain and all(sharding(p, "ShardedMuon: a parameter") is None for p in params):
             _without_hooks(torch.optim.Muon.step)(self)
             return loss
-        check_first_step(self)
-        params = [p for group in self.param_groups for p in group["params"]]
-        if all(sharding(p, "ShardedMuon: a parameter") is None for p in params):
-            _without_hooks(torch.optim.Muon.step)(self)
-            return loss
         exchange = OwnerExchange(params, "ShardedMuon")  # owners over every parameter, so they stay put
         position = {id(p): index for index, p in enumerate(params)}
         for group in self.param_groups:

@@ -46,6 +46,7 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.companion.bo import (
     BayesianOptimization,
     BayesianOptimizationConfig,
+    ClippedGPFactory,
     FrequencyLimitedAdversary,
     regret_curves,
 )
@@ -148,6 +149,15 @@ def _magnitude(corruption: str) -> float:
         return math.nan
 
 
+def method_settings(method: str, corruption: str) -> dict:
+    """The config fields ``method`` sets for runs under ``corruption``: under infinite corruptions the standard GP,
+    which refuses ``+-inf``, sees it as ``+-1e10`` (:class:`ClippedGPFactory`), the wrecked baseline measured here."""
+    settings = METHODS[method]
+    if settings["model"] == "gp" and math.isinf(_magnitude(corruption)):
+        return settings | {"model": ClippedGPFactory()}
+    return settings
+
+
 def run_one(
     args: BORobustArguments,
     loop_config: BORobustLoopConfig,
@@ -167,7 +177,7 @@ def run_one(
         adversary = FrequencyLimitedAdversary(
             args.rounds, _magnitude(corruption), args.exponent, args.placement, args.direction, seed=seed
         )
-    config = run_config(BayesianOptimizationConfig, loop_config, seed=seed, **METHODS[method])
+    config = run_config(BayesianOptimizationConfig, loop_config, seed=seed, **method_settings(method, corruption))
     history_file = Path(args.output_dir) / "histories" / objective_name / corruption / method / f"seed_{seed}.jsonl"
     loop = BayesianOptimization(objective, objective.bounds, config, adversary=adversary, history_file=history_file)
     report_rounds = report_rounds or (lambda rounds: None)

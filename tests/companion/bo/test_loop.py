@@ -172,6 +172,16 @@ def test_bad_input_names_the_field(kwargs, message):
         BayesianOptimization(**{"objective": branin, "bounds": branin.bounds} | kwargs)
 
 
+@pytest.mark.parametrize("rounds", [0, 2.5, "3", True])
+def test_rounds_that_are_not_a_positive_integer_are_refused_by_name(rounds):
+    """Issue 72: run(2.5) failed with "slice indices must be integers" from inside the loop."""
+    branin = Branin(negate=True)
+    loop = BayesianOptimization(branin, branin.bounds)
+    message = rf"BayesianOptimization.run: `rounds` must be an integer >= 1, got {rounds!r}"
+    with pytest.raises(ValueError, match=message):
+        loop.run(rounds)
+
+
 def test_a_nan_objective_value_is_refused(tmp_path):
     loop = BayesianOptimization(lambda x: float("nan"), [[0.0], [1.0]], history_file=tmp_path / "h.jsonl")
     with pytest.raises(ValueError, match="returned NaN at round 0"):

@@ -16,18 +16,21 @@ rerun with others is refused before any work. ``methods``, ``objectives``, ``cor
 only choose which runs are made, so they may change between reruns (add a seed to a finished study).
 Writes ``regret.csv`` (one row per round), ``results.json`` (final cumulative regret per setting, mean
 and standard deviation over seeds, the ratios the method is judged by, and how many gpytorch/BoTorch
-warnings each run raised: they are counted, not shown) and ``regret.png`` (cumulative regret, mean +-
-one standard deviation) to ``output_dir``.
+warnings each run raised: they are counted, not shown, and kept beside each history in
+``seed_<s>.warnings.jsonl``, so a resumed run counts its restored rounds' too) and ``regret.png``
+(cumulative regret, mean +- one standard deviation) to ``output_dir``.
 """
 
+import json
 import math
 import os
 import queue
 import statistics
 import warnings
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from multiprocessing import Manager
@@ -51,6 +54,7 @@ from hf_ext.companion.bo import (
     regret_curves,
 )
 from hf_ext.companion.bo.adversary import PLACEMENTS
+from hf_ext.companion.bo.history import read_json_lines
 from hf_ext.companion.executors import local_executor, run_jobs
 from hf_ext.plotting import plot_bands
 from hf_ext.recipes._jobs import on_main_process
@@ -158,6 +162,45 @@ def method_settings(method: str, corruption: str) -> dict:
     return settings
 
 
+def _proposing(loop: BayesianOptimization) -> int:
+    """The query ``loop`` proposes next: one past every query in its history or pending."""
+    return 1 + max([*(e.query for e in loop.history), *loop.pending], default=-1)
+
+
+@contextmanager
+def counted_model_warnings(path: Path, loop: BayesianOptimization) -> Iterator[Counter]:
+    """Count ``loop``'s model-fitting warnings by category instead of showing them (others show as usual), each
+    appended to ``path`` the moment it is raised with the query the loop is proposing (whose fit raised it).
+
+    A run killed and resumed fits again for the query it was proposing, not for those it had proposed (in its
+    history or pending): so the warnings logged from that query on are dropped on resume, and the counts are the
+    uninterrupted run's, its restored rounds' included.
+    """
+    kept = []
+    for number, record in read_json_lines(path):
+        if not isinstance(record, dict) or set(record) != {"query", "category"}:
+            raise ValueError(f"{path}, line {number}: expected a JSON object with keys query and category")
+        if record["query"] < _proposing(loop):
+            kept.append(record)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text("".join(json.dumps(record) + "\n" for record in kept))
+    os.replace(partial, path)  # a killed writer leaves the old file or the new one
+    counts = Counter(record["category"] for record in kept)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        show = warnings.showwarning
+
+        def count(message, category, filename, lineno, file=None, line=None):  # warnings.showwarning's signature
+            if not issubclass(category, MODEL_WARNINGS):
+                return show(message, category, filename, lineno, file, line)
+            counts[category.__name__] += 1
+            with path.open("a") as handle:
+                handle.write(json.dumps({"query": _proposing(loop), "category": category.__name__}) + "\n")
+
+        warnings.showwarning = count
+        yield counts
+
+
 def run_one(
     args: BORobustArguments,
     loop_config: BORobustLoopConfig,
@@ -182,15 +225,8 @@ def run_one(
     loop = BayesianOptimization(objective, objective.bounds, config, adversary=adversary, history_file=history_file)
     report_rounds = report_rounds or (lambda rounds: None)
     report_rounds(len(loop.history))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with counted_model_warnings(history_file.with_name(f"seed_{seed}.warnings.jsonl"), loop) as model_warnings:
         history = loop.run(args.rounds, callback=lambda evaluation: report_rounds(1))
-    model_warnings: Counter = Counter()
-    for warning in caught:
-        if issubclass(warning.category, MODEL_WARNINGS):
-            model_warnings[warning.category.__name__] += 1
-        else:  # not the model-fitting stack's: shown as usual
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     key = {"objective": objective_name, "corruption": corruption, "method": method, "seed": seed}
     return key | {
         "true": [e.true for e in history],
@@ -319,7 +355,7 @@ def run_all(jobs: list[tuple], args: BORobustArguments, executor: Executor | Non
 
 
 def count_warnings(runs: list[dict]) -> dict:
-    """Model-fitting warnings by category: in total, and for each run that raised any (this invocation's rounds)."""
+    """Model-fitting warnings by category: in total, and for each run that raised any (restored rounds included)."""
     total: Counter = Counter()
     by_run = {}
     for run in runs:

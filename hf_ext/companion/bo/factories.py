@@ -2,11 +2,11 @@
 
 A model factory is any callable ``(X, Y) -> Model``: ``X`` the evaluations so far scaled to the
 unit cube (``n x d``), ``Y`` their observations as made (``n x 1``, ``+-inf`` and huge values
-included). An acquisition factory is any callable ``(model, t) -> AcquisitionFunction``, ``t``
-counting the model-based rounds from 1; the loop maximises what it returns with ``optimize_acqf``
-over the unit cube, or, for a BoTorch ``SamplingStrategy`` (Thompson sampling), applies it to
-random candidates. The ready-made factories are dataclasses, so a run's stored settings name them
-with their fields.
+included, though :class:`SingleTaskGPFactory` refuses ``+-inf``). An acquisition factory is any
+callable ``(model, t) -> AcquisitionFunction``, ``t`` counting the model-based rounds from 1; the
+loop maximises what it returns with ``optimize_acqf`` over the unit cube, or, for a BoTorch
+``SamplingStrategy`` (Thompson sampling), applies it to random candidates. The ready-made factories
+are dataclasses, so a run's stored settings name them with their fields.
 
 With points in flight (``q > 1`` or an asynchronous run) the loop needs a batch acquisition: a Monte-Carlo one
 (BoTorch's ``q...`` classes, which take the points still running as ``X_pending``) or a ``SamplingStrategy``. A
@@ -84,7 +84,27 @@ def _fit_exact_gp(model_class: type[SingleTaskGP], X: Tensor, Y: Tensor) -> Sing
 
 @dataclass
 class SingleTaskGPFactory:
-    """BoTorch's ``SingleTaskGP`` (standardised outputs) fitted by marginal likelihood; ``+-inf`` clipped to 1e10."""
+    """BoTorch's ``SingleTaskGP`` (standardised outputs) fitted by marginal likelihood; values clipped to +-1e10.
+
+    A non-finite observation is refused, naming the robust model: clipped silently, one ``+inf`` wrecked the
+    baseline users compare against (a posterior mean of 2e7 where the values are 0-4).
+    """
+
+    def __call__(self, X: Tensor, Y: Tensor) -> SingleTaskGP:
+        if not torch.isfinite(Y).all():
+            rows = torch.nonzero(~torch.isfinite(Y.reshape(-1))).flatten().tolist()
+            raise ValueError(
+                f"{type(self).__name__}: observations {rows} are {Y.reshape(-1)[rows].tolist()}; a standard GP "
+                "cannot hold a non-finite observation: use model='rcgp' (RobustConjugateGP, where it drops out), or "
+                "ClippedGPFactory() to see it as +-1e10"
+            )
+        return _fit_exact_gp(SingleTaskGP, X, Y)
+
+
+@dataclass
+class ClippedGPFactory(SingleTaskGPFactory):
+    """:class:`SingleTaskGPFactory` that sees ``+-inf`` as ``+-1e10``: what an infinite corruption does to a standard
+    GP, the baseline that ``bo_robust`` measures under infinite corruptions."""
 
     def __call__(self, X: Tensor, Y: Tensor) -> SingleTaskGP:
         return _fit_exact_gp(SingleTaskGP, X, Y)

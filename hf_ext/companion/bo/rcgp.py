@@ -168,6 +168,14 @@ class RobustConjugateGP(Model):
         self.raw_noise = nn.Parameter(torch.zeros((), dtype=train_X.dtype, device=train_X.device))
         self.noise = noise
 
+    def __getattr__(self, name: str):
+        if name == "likelihood":  # what fit_gpytorch_mll's ExactMarginalLogLikelihood(model.likelihood, model) asks
+            raise AttributeError(
+                "RobustConjugateGP has no `likelihood`: RCGP has no marginal likelihood for BoTorch's fit_gpytorch_mll "
+                "to maximise; fit it with model.fit(), its weighted leave-one-out objective in closed form"
+            )
+        return super().__getattr__(name)
+
     @property
     def noise(self) -> Tensor:
         """``sigma^2``: the noise of an observation with zero residual."""

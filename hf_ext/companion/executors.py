@@ -16,9 +16,8 @@ the first call is pickled once, so a function that cannot travel to the workers 
 lock) is a ``TypeError`` at once rather than every call lost to the pickling error. And a call lost or refused
 before any call has come back raises ``RuntimeError``: an executor that has not run one call cannot run them
 (workers that cannot import the function, a pool shut down), and a run of nothing but failed calls is no result.
-Every submission carries a token of its own, so Dask's
-content-hashed keys (``pure=True``, its default) never merge two evaluations of the same point: resampling a
-noisy objective needs each call to run.
+Every submission carries a token of its own, so Dask's content-hashed keys (``pure=True``, its default) never
+merge two evaluations of the same point: resampling a noisy objective needs each call to run.
 """
 
 import concurrent.futures as cf

@@ -354,15 +354,19 @@ class RobustConjugateGP(Model):
             total = total + prior.log_prob(closure(module)).sum()
         return total
 
+    def fit_objective(self) -> Tensor:
+        """What :meth:`fit` maximises: :meth:`leave_one_out_objective` plus :meth:`log_prior`."""
+        return self.leave_one_out_objective() + self.log_prior()
+
     def fit(self, max_iter: int = 50) -> "RobustConjugateGP":
-        """Fit the kernel hyperparameters and ``sigma^2`` by L-BFGS: leave-one-out objective plus :meth:`log_prior`."""
+        """Fit the kernel hyperparameters and ``sigma^2`` by L-BFGS, maximising :meth:`fit_objective`."""
         parameters = [p for p in self.parameters() if p.requires_grad]
         start = [p.detach().clone() for p in parameters]
         optimizer = torch.optim.LBFGS(parameters, max_iter=max_iter, line_search_fn="strong_wolfe")
 
         def closure():
             optimizer.zero_grad()
-            loss = -(self.leave_one_out_objective() + self.log_prior())
+            loss = -self.fit_objective()
             loss.backward()
             return loss
 

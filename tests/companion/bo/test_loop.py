@@ -8,6 +8,7 @@ import torch
 from botorch.acquisition import PosteriorMean
 from botorch.models import SingleTaskGP
 from botorch.test_functions import Branin
+from torch.quasirandom import SobolEngine
 
 from hf_ext.companion.bo import (
     RCGPUCB,
@@ -18,6 +19,7 @@ from hf_ext.companion.bo import (
     LogNEIFactory,
     NoCorruption,
     RCGPFactory,
+    RobustConjugateGP,
     SingleTaskGPFactory,
     UCBFactory,
     regret_curves,
@@ -190,7 +192,8 @@ def test_a_nan_objective_value_is_refused(tmp_path):
 
 FIXED_SEED_HISTORIES = Path(__file__).parent / "data" / "fixed_seed_histories.json"
 # name -> config fields; recorded by the loop before its factories (string switch, if/else), the RCGP ones
-# again with that loop once RCGP took BoTorch's kernel and the capped adaptive threshold.
+# again with that loop once RCGP took BoTorch's kernel and the capped adaptive threshold, and again once each RCGP
+# fit also started from the default start (issue 72).
 RECORDED = {
     "rcgp_ucb_2.0": {"model": "rcgp", "acquisition": "ucb", "c": 2.0},
     "rcgp_ucb_None": {"model": "rcgp", "acquisition": "ucb", "c": None},
@@ -271,6 +274,25 @@ def test_a_run_resumed_from_any_round_makes_the_uninterrupted_runs_queries(tmp_p
         (tmp_path / f"resumed_{done}.settings.json").write_text((tmp_path / "whole.settings.json").read_text())
         BayesianOptimization(_parabola, [[0.0], [1.0]], config, history_file=resumed).run(7)
         assert resumed.read_text() == whole.read_text()
+
+
+def test_a_warm_start_in_a_poor_optimum_gives_way_to_a_better_fresh_fit():
+    """Issue 72: on a clean quadratic bowl RCGP-UCB never left its initial design on some seeds. The warm start kept
+    the leave-one-out fit in a poor optimum (a lengthscale at the floor: the domain looks like noise to UCB)."""
+    X = SobolEngine(3, scramble=True, seed=1).draw(12, dtype=torch.float64)
+    Y = -((4 * X - 2) ** 2).sum(-1, keepdim=True)  # the bowl sum(x^2) on [-2, 2]^3
+    stuck = RobustConjugateGP(X, robust_standardize(Y)[0], c=2.0)
+    with torch.no_grad():
+        stuck.covar_module.base_kernel.lengthscale = torch.tensor([[1.0, 0.026, 0.6]], dtype=torch.float64)
+    factory = RCGPFactory(c=2.0)
+    factory.load_state_dict({name: value.tolist() for name, value in stuck.named_parameters()})
+    model = factory(X, Y)
+    cold = RCGPFactory(c=2.0)  # no warm start: from the lengthscale prior's mode
+    fresh = cold(X, Y)
+    warm_only = stuck.fit(max_iter=factory.max_iter).fit_objective().item()  # what the factory returned before
+    assert model.fit_objective().item() == fresh.fit_objective().item() > warm_only + 10
+    assert (model.covar_module.base_kernel.lengthscale > 0.5).all()
+    assert factory.state_dict() == cold.state_dict()  # the next round starts from the better fit
 
 
 def test_a_model_factory_drawing_from_the_global_generators_gives_the_same_queries_in_any_state(tmp_path):

@@ -9,6 +9,7 @@ never sees the loss runs :func:`check_finite_gradients` before it changes a weig
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -34,6 +35,16 @@ def check_finite(owner: str, name: str, value, allow_infinite: bool = False) -> 
         if math.isnan(number) or (math.isinf(number) and not allow_infinite):
             allowed = "a number (inf allowed, not NaN)" if allow_infinite else "a finite number"
             raise ValueError(f"{owner}: `{name}` must be {allowed}, got {value!r}")
+
+
+def check_number(owner: str, name: str, value, allow_none: bool = False) -> None:
+    """Raise ``TypeError`` naming ``owner``'s field ``name`` unless ``value`` is a real number (or ``None`` where
+    ``allow_none``): a string read from a config would otherwise fail inside a comparison, naming nothing."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        allowed = "a number or None" if allow_none else "a number"
+        raise TypeError(f"{owner}: `{name}` must be {allowed}, got {value!r} ({type(value).__name__})")
 
 
 def check_finite_fields(config, allow_infinite: Iterable[str] = ()) -> None:

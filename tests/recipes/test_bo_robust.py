@@ -151,8 +151,7 @@ def test_a_rerun_with_other_settings_is_refused_and_one_with_the_same_resumes(tm
 def test_a_run_sigkilled_mid_way_and_resumed_in_a_new_process_ends_as_the_uninterrupted_one(tmp_path, resume_check):
     """Issue 37: RCGP's warm start was lost with the process, so the resumed RCGP run diverged at its first fit.
 
-    Killed after round 8 of 10 (6 Sobol rounds, then fits that warm-start from the one before). The warning
-    counts are this invocation's own (results.json says so), so they are left out of the comparison.
+    Killed after round 8 of 10 (6 Sobol rounds, then fits that warm-start from the one before).
     """
     flags = ["--config", str(shipped_config("bo_robust_quick")), "--methods", "rcgp_ucb_stable"]
     history = "histories/branin/1e6/rcgp_ucb_stable/seed_0.jsonl"
@@ -160,9 +159,22 @@ def test_a_run_sigkilled_mid_way_and_resumed_in_a_new_process_ends_as_the_uninte
         resume_check.module_command("hf_ext.recipes.bo_robust", *flags, "--corruptions", "1e6", "--workers", "1"),
         lambda folder: resume_check.lines(folder / history) >= 8,
         tmp_path,
-        ignored_keys={"results.json": {"warnings"}},
     )
     assert outputs[history].count(b"\n") == 10 and b'"model_factory_state": {"' in outputs[history]
+
+
+def test_a_resumed_study_counts_the_warnings_of_its_restored_rounds(tmp_path, resume_check):
+    """Issue 72: after a resume results.json counted only the resumed invocation's warnings (30 against 34, "2 of 15
+    runs" against "3 of 15"). Killed with seed 0 done and seed 1 after round 8 (a fit, and a warning, per round)."""
+    flags = ["--config", str(shipped_config("bo_robust_quick")), "--methods", "gp_ts", "--seeds", "0", "1"]
+    history = "histories/branin/none/gp_ts/seed_1.jsonl"
+    outputs = resume_check.assert_resumes_identically(
+        resume_check.module_command("hf_ext.recipes.bo_robust", *flags, "--corruptions", "none", "--workers", "1"),
+        lambda folder: resume_check.lines(folder / history) >= 8,
+        tmp_path,
+    )
+    counted = json.loads(outputs["results.json"].decode())["warnings"]  # compared with the whole run's above
+    assert set(counted["runs"]) == {"branin/none/gp_ts/seed_0", "branin/none/gp_ts/seed_1"}  # both raised some
 
 
 @pytest.mark.parametrize("launch", [[], pytest.param(["--accelerate-config", "cpu_2proc"], marks=pytest.mark.slow)])

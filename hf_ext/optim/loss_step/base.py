@@ -18,7 +18,8 @@ import torch
 import torch.distributed as dist
 
 from ..._sharded import local, shard_group, squared_norm_part, sum_across
-from ..._validation import check_finite, check_finite_loss
+from ..._validation import check_finite, check_finite_loss, check_number
+from ..shared.first_step import check_first_step
 
 NORMS = ("global", "per_group")
 
@@ -45,6 +46,7 @@ class LossStepOptimizer(torch.optim.Optimizer):
         """Raise ``ValueError`` naming the field for a bad setting of ``group`` (subclasses add theirs)."""
         owner = type(self).__name__
         for name in ("lr", "momentum", "weight_decay"):
+            check_number(owner, name, group[name])
             check_finite(owner, name, group[name])
         if not group["lr"] > 0:
             raise ValueError(f"{owner}: `lr` must be > 0, got {group['lr']}")
@@ -98,6 +100,7 @@ class LossStepOptimizer(torch.optim.Optimizer):
                 self._state(group, [p for p in group["params"] if p.grad is not None])
             return None
         loss = self._take_loss(closure)
+        check_first_step(self)
         grads = [[p.grad for p in group["params"] if p.grad is not None] for group in self.param_groups]
         value, *squares = self._loss_and_squares(loss, grads)
         steps = max(self.last(group, "step", 0) for group in self.param_groups)

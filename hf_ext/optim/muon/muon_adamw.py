@@ -12,6 +12,7 @@ import torch
 
 from ..._validation import check_finite
 from ...models.layout import model_layout
+from ..shared.first_step import check_first_step
 from .sharded import ShardedMuon
 
 
@@ -103,6 +104,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         for optimizer in self.optimizers:
             optimizer.step()
         return loss

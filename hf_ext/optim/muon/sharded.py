@@ -26,6 +26,7 @@ from torch.optim._muon import _adjust_lr
 from ..._sharded import local
 from ..._validation import check_finite
 from ..shared.batching import apply_batched, scale_
+from ..shared.first_step import check_first_step
 from ..shared.newton_schulz import newton_schulz
 from ..shared.sharding import OwnerExchange
 
@@ -94,6 +95,7 @@ class ShardedMuon(torch.optim.Muon):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         params = [p for group in self.param_groups for p in group["params"]]
         position = {id(p): index for index, p in enumerate(params)}
         stepped, updates = [], []

@@ -41,6 +41,7 @@ from ..._sharded import local, shard_group, sharding
 from ..._validation import check_finite, check_finite_gradients
 from ...models.layout import ParamLayout, model_layout
 from ..shared.batching import apply_batched, scale_
+from ..shared.first_step import check_first_step
 from ..shared.newton_schulz import QUINTIC, newton_schulz
 from ..shared.sharding import OwnerExchange
 
@@ -305,6 +306,7 @@ class Scion(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         check_finite_gradients("Scion", self.param_groups, shard_group(self._params(), "Scion"))  # the one host sync
         stepped = []
         for group in self.param_groups:

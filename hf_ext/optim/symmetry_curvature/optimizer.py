@@ -50,6 +50,7 @@ from torch import nn
 from ..._sharded import local, shard_group, squared_norm_part, sum_across
 from ..._validation import check_finite
 from ...models.layout import ParamLayout, model_layout
+from ..shared.first_step import check_first_step
 from ..shared.sharding import OwnerExchange
 from .groups import GROUPS, SymmetryGroup
 
@@ -212,6 +213,7 @@ class SymmetryCurvature(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         groups, layouts = {}, {}
         for index, group in enumerate(self.param_groups):
             for p, layout in zip(group["params"], group_layouts(group, index), strict=True):

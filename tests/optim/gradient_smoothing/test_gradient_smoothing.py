@@ -6,6 +6,7 @@ import torch.distributed as dist
 import transformers as tf
 from torch import nn
 from torch.distributed.fsdp import fully_shard
+from torch.profiler import ProfilerActivity, profile
 
 from hf_ext._sharded import Sharding
 from hf_ext.models import load_minilm, tiny_causal_lm
@@ -271,3 +272,103 @@ def test_blocks_sharded_differently_are_refused(monkeypatch):
     monkeypatch.setattr(smoothing, "sharding", lambda p, name: split if id(p) in first else None)
     with pytest.raises(ValueError, match=r"'weight' is sharded as None in block 1 .* must be sharded alike"):
         GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, window=3)
+
+
+def _random_gradients(model, generator):
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=generator).to(p.dtype)
+
+
+@pytest.mark.parametrize("mode", ["update", "gradient"])
+def test_one_mix_a_step_over_every_role_into_a_kept_buffer(monkeypatch, mode):
+    """The depth mix is one ``depth_smooth`` over all roles' stacked blocks (weight and bias here), written into the
+    same buffer every step: no call per role, no parameter-sized result allocated each step."""
+    calls, mix = [], smoothing.depth_smooth
+
+    def spy(stacked, weights, offset=None, out=None):
+        calls.append((stacked, out))
+        return mix(stacked, weights, offset, out)
+
+    monkeypatch.setattr(smoothing, "depth_smooth", spy)
+    model = Stack()
+    optimizer = GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, window=3, mode=mode)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(2):
+        _random_gradients(model, generator)
+        optimizer.step()
+    assert len(optimizer.roles) == 2 and len(calls) == 2
+    assert calls[0][1] is not None and calls[1][1] is calls[0][1] and calls[1][0] is calls[0][0]
+    assert calls[0][0].shape == (4, 3 * 3 + 3)  # a row per block: its weight and bias side by side
+
+
+@pytest.mark.parametrize("mode", ["update", "gradient"])
+def test_a_model_moved_after_the_optimizer_was_built_steps_as_if_built_after(mode):
+    """accelerate's ``prepare`` moves a model its optimizer was built on: the kept buffers follow it (to float64
+    here, as they would to a GPU)."""
+
+    def smoothed(model):
+        return GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), model, mode=mode)
+
+    moved, built_after = Stack(), Stack()
+    optimizer = smoothed(moved)
+    moved.double()
+    built_after.double()
+    for model, step in ((moved, optimizer), (built_after, smoothed(built_after))):
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(2):
+            _random_gradients(model, generator)
+            step.step()
+    for name, p in moved.named_parameters():
+        assert torch.equal(p, built_after.get_parameter(name)), name
+
+
+@pytest.mark.parametrize("mode", ["update", "gradient"])
+def test_a_step_allocates_nothing(mode):
+    """A parameter-sized temporary costs a CPU its fresh pages, more than the arithmetic: the step reuses buffers."""
+    model = Stack(width=16)
+    optimizer = GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, window=3, mode=mode)
+    _random_gradients(model, torch.Generator().manual_seed(0))
+    optimizer.step()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+        optimizer.step()
+    allocations = [(event.name, event.cpu_memory_usage) for event in profiler.events() if event.cpu_memory_usage > 0]
+    assert not allocations
+
+
+@pytest.mark.parametrize("mode", ["update", "gradient"])
+def test_the_step_reads_no_number_back_to_the_host_beyond_its_base(mode, host_reads):
+    """No ``.item()``/``float()``/``bool()``/``.tolist()`` of its own: it adds no device synchronisation to the base's
+    (torch's AdamW reads its step counter, once per parameter, unless ``capturable``)."""
+    plain, smoothed = Stack(), Stack()
+    base = torch.optim.AdamW(plain.parameters(), lr=1e-2)
+    wrapper = GradientSmoothing(torch.optim.AdamW(smoothed.parameters(), lr=1e-2), smoothed, mode=mode)
+    reads = {}
+    for model, optimizer in ((plain, base), (smoothed, wrapper)):
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(2):  # the first step sets up state; the second is the steady one
+            _random_gradients(model, generator)
+            with host_reads() as counted:
+                optimizer.step()
+        reads[optimizer] = counted["count"]
+    assert reads[wrapper] == reads[base] > 0
+
+
+@pytest.mark.parametrize("mode", ["update", "gradient"])
+def test_torch_compile_compiles_the_step_once_and_steps_as_eager(mode, compiled_and_eager):
+    """``torch.compile(optimizer.step)`` traces at the first step and never again (the buffers are made at
+    construction, not at a first step), and moves the parameters as the eager step does, to float32 rounding (torch's
+    AdamW computes its bias corrections differently compiled)."""
+
+    def build():
+        model = Stack()
+        optimizer = GradientSmoothing(torch.optim.AdamW(model.parameters(), lr=1e-2), model, window=3, mode=mode)
+        generator = torch.Generator().manual_seed(1)
+
+        def closure():
+            _random_gradients(model, generator)
+
+        return model, optimizer, closure
+
+    eager, compiled = compiled_and_eager(build, steps=4)
+    for a, b in zip(eager, compiled, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)

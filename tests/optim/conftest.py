@@ -1,3 +1,5 @@
+from contextlib import contextmanager
+
 import pytest
 import torch
 from datasets import Dataset
@@ -40,3 +42,60 @@ def trained_both_ways(training_args, tmp_path):
         return _losses(direct), _losses(by_class)
 
     return train
+
+
+HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "__index__")
+
+
+@pytest.fixture
+def host_reads(monkeypatch):
+    """A context manager whose value counts the values read back from tensors inside it (``item``, ``tolist``,
+    ``bool``, ``float``, ``int``, ``index``): on a GPU each of them waits for every queued kernel."""
+    reads = {"count": 0, "on": False}
+    for name in HOST_READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(tensor, *args, _original=original, **kwargs):
+            reads["count"] += reads["on"]
+            return _original(tensor, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+
+    @contextmanager
+    def counting():
+        reads.update(count=0, on=True)
+        try:
+            yield reads
+        finally:
+            reads["on"] = False
+
+    return counting
+
+
+@pytest.fixture
+def compiled_and_eager():
+    """``(build, steps=3) -> (eager, compiled)``: the parameters after ``steps`` steps of two copies from
+    ``build() -> (model, optimizer, closure)``, one stepped as is and one through ``torch.compile(optimizer.step)``
+    with ``error_on_recompile`` from its second step on (a recompile raises). Where every group's ``lr`` is a tensor
+    (as torch's optimizers take it under ``torch.compile``), a ``LambdaLR`` scales it by ``1 / (1 + step)`` after
+    each step. The ``aot_eager`` backend: dynamo's guards, graph breaks and recompiles are inductor's too, and it
+    compiles in seconds on a CPU."""
+
+    def run(build, steps=3):
+        results = []
+        for compiled in (False, True):
+            torch._dynamo.reset()
+            model, optimizer, closure = build()
+            step = torch.compile(optimizer.step, backend="aot_eager") if compiled else optimizer.step
+            tensor_lr = all(torch.is_tensor(group["lr"]) for group in optimizer.param_groups)
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1 / (1 + k)) if tensor_lr else None
+            for k in range(steps):
+                with torch._dynamo.config.patch(error_on_recompile=k > 0):
+                    step(closure)
+                if scheduler is not None:
+                    scheduler.step()
+            results.append([p.detach().clone() for p in model.parameters()])
+        torch._dynamo.reset()
+        return results
+
+    return run

@@ -79,18 +79,39 @@ class OwnerExchange:
         first input's dtype; every rank must know it to receive its part). It runs only on the owner of a
         sharded parameter, on every rank otherwise.
         """
+
+        def each(batch: list[int], wholes: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+            return [fn(index, whole) for index, whole in zip(batch, wholes, strict=True)]
+
+        return self.run_batched(indices, inputs, each, out_dtypes)
+
+    def run_batched(
+        self,
+        indices: Sequence[int],
+        inputs: Sequence[Sequence[torch.Tensor]],
+        fn: Callable[[list[int], list[list[torch.Tensor]]], list[torch.Tensor]],
+        out_dtypes: Sequence[torch.dtype] | None = None,
+    ) -> list[torch.Tensor]:
+        """As :meth:`run`, with one call ``fn(batch, wholes)`` for every matrix this rank computes (those not
+        sharded, then the sharded ones it owns), returning their results in ``batch``'s order: so that ``fn`` can
+        stack matrices of one shape into one batched call."""
         results: list[torch.Tensor | None] = [None] * len(indices)
-        sharded = []
-        for k, (index, tensors) in enumerate(zip(indices, inputs, strict=True)):
-            if self.shardings[index] is None:
-                results[k] = fn(index, [local(t) for t in tensors])
-            else:
-                sharded.append(k)
+        mine = [k for k, index in enumerate(indices) if self.shardings[index] is None]
+        sharded = [k for k, index in enumerate(indices) if self.shardings[index] is not None]
+        owned = {}
         if sharded:
             owned = self._gather([indices[k] for k in sharded], [[local(t) for t in inputs[k]] for k in sharded])
-            dtypes = [out_dtypes[k] if out_dtypes else local(inputs[k][0]).dtype for k in sharded]
-            computed = {i: fn(i, whole).to(dtypes[n]) for n, (i, whole) in enumerate(owned.items()) if whole}
-            for k, part in zip(sharded, self._scatter([indices[k] for k in sharded], dtypes, computed), strict=True):
+        dtypes = [out_dtypes[k] if out_dtypes else local(inputs[k][0]).dtype for k in sharded]
+        owned_dtypes = {i: dtype for (i, whole), dtype in zip(owned.items(), dtypes, strict=True) if whole}
+        batch = [indices[k] for k in mine] + list(owned_dtypes)
+        wholes = [[local(t) for t in inputs[k]] for k in mine] + [owned[i] for i in owned_dtypes]
+        computed = fn(batch, wholes) if batch else []
+        for k, result in zip(mine, computed, strict=False):
+            results[k] = result
+        if sharded:
+            done = {i: r.to(owned_dtypes[i]) for i, r in zip(batch[len(mine) :], computed[len(mine) :], strict=True)}
+            parts = self._scatter([indices[k] for k in sharded], dtypes, done)
+            for k, part in zip(sharded, parts, strict=True):
                 results[k] = part
         return results
 

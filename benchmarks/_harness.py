@@ -129,7 +129,9 @@ class PeakRSS:
     Read from the kernel's high-water mark, not sampled: entering resets the mark to the current RSS
     (``/proc/self/clear_refs``, Linux 4.0 and later) and leaving reads it (``VmHWM``), so a spike shorter than
     any sampling interval counts and no thread runs beside the measured code. ``start`` is the RSS on entering.
-    The mark belongs to the process, so measure in a process of its own (:func:`median_of_isolated_runs`).
+    The mark belongs to the process and counts only pages newly made resident: glibc serves a large request from
+    heap space freed earlier that is still resident (never returned, not at the top of the heap), which leaves the
+    RSS where it was. So measure in a process of its own (:func:`median_of_isolated_runs`), not one that ran a while.
     """
 
     def __enter__(self):

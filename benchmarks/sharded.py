@@ -1,11 +1,13 @@
 """Sharded training: every optimizer and wrapper of hf_ext on FSDP2 shards and under DDP, against one process.
 
-    python benchmarks/sharded.py [--world-sizes 1 2 4] [--seeds 0 1] [--methods ...]
+    python benchmarks/sharded.py [--world-sizes 1 2 4] [--seeds 0 1] [--methods ...] [--model tiny|odd]
 
 For each world size N it starts ``torchrun --nproc_per_node N`` on CPU (gloo) twice. The first
-launch runs every method on a small Llama from ``hf_ext.models.tiny_causal_lm`` for ``--steps``
-steps, the same global batch each step (each rank its 1/N of it): on one process (rank 0,
-accumulating the N micro-batches, so that its gradient is the ranks' average), on FSDP2 shards
+launch runs every method (and torch's SGD, the reference for what FSDP2 alone changes) on a small Llama
+from ``hf_ext.models.tiny_causal_lm`` (``--model odd``: one whose every size splits unevenly,
+:func:`odd_sized_llama`) for ``--steps`` steps, the same global batch each step (each rank its 1/N of
+it): on one process (rank 0, accumulating the N micro-batches, so that its gradient is the ranks'
+average), on FSDP2 shards
 (``fully_shard`` on each block, then the root) and under DDP, and saves the sharded runs after step
 2 with torch.distributed.checkpoint; the second resumes those in new processes and finishes them.
 A last launch repeats N = 2 in bfloat16. Reported per method and N:
@@ -17,6 +19,7 @@ A last launch repeats N = 2 in bfloat16. Reported per method and N:
 - bytes each rank hands to the collectives the optimizer step calls (``all_reduce``,
   ``all_to_all_single``; DTensor collectives the step would trigger are counted apart and are 0);
 - the training step's time under FSDP2 over DDP (CPU, so a sanity check, not a GPU figure);
+- at N = 2 in bfloat16, parity as above and in bfloat16 spacings of each entry (:func:`bf16_spacings`);
 
 and, from each optimizer's per-parameter state (checked against the measured bytes), the memory per
 GPU of an 8B Llama (Llama-3-8B shapes) on 8 GPUs. The last line is JSON.
@@ -49,6 +52,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.debug import CommDebugMode
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from hf_ext.models import tiny_causal_lm
 from hf_ext.optim import NGN, SPS, GradientSmoothing, MuonWithAdamW, Scion, SymmetryCurvature
@@ -77,13 +81,43 @@ METHODS: dict[str, Callable[[nn.Module], torch.optim.Optimizer]] = {
     "scion": lambda model: Scion(model, lr=0.02),
     "symmetry_curvature": lambda model: SymmetryCurvature(model, lr=1e-2),
     "muon_adamw": lambda model: MuonWithAdamW(model, lr=1e-2),
+    # torch's own, for what FSDP2 alone changes (bf16 updates of odd-sized shards round otherwise than whole tensors)
+    "torch_sgd": lambda model: torch.optim.SGD(model.parameters(), lr=0.1),
 }
 
 
-def batches(seed: int, steps: int, size: int, length: int = 16) -> list[torch.Tensor]:
-    """The global batch of token ids of each step."""
+def odd_sized_llama(seed: int, num_layers: int) -> nn.Module:
+    """A Llama whose sizes split unevenly across 2 and 3 ranks: vocabulary 101 (tied head), hidden 37, MLP 75, one
+    attention head of 10 (37 is prime; rotary embeddings need an even head), the final norm frozen (GradientSmoothing
+    refuses a role frozen in some blocks only)."""
+    config = LlamaConfig(
+        vocab_size=101,
+        hidden_size=37,
+        intermediate_size=75,
+        num_hidden_layers=num_layers,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        head_dim=10,
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.model.norm.weight.requires_grad_(False)
+    return model
+
+
+def build_model(name: str, seed: int, args: argparse.Namespace) -> nn.Module:
+    """``--model``'s Llama: ``tiny`` (``tiny_causal_lm``, ``--hidden-size``) or ``odd`` (:func:`odd_sized_llama`)."""
+    if name == "odd":
+        return odd_sized_llama(seed, args.layers)
+    return tiny_causal_lm(seed=seed, hidden_size=args.hidden_size, num_layers=args.layers)[0]
+
+
+def batches(seed: int, steps: int, size: int, vocab: int = 500, length: int = 16) -> list[torch.Tensor]:
+    """The global batch of token ids (below ``vocab``) of each step."""
     generator = torch.Generator().manual_seed(seed)
-    return [torch.randint(0, 500, (size, length), generator=generator) for _ in range(steps)]
+    return [torch.randint(0, vocab, (size, length), generator=generator) for _ in range(steps)]
 
 
 def prepare(model: nn.Module, mode: str) -> nn.Module:
@@ -204,9 +238,9 @@ def worker(args: argparse.Namespace) -> None:
     rank, world_size = dist.get_rank(), dist.get_world_size()
     for seed in args.seeds:
         torch.manual_seed(seed)
-        base, _ = tiny_causal_lm(seed=seed, hidden_size=args.hidden_size, num_layers=args.layers)
+        base = build_model(args.model, seed, args)
         base.to(getattr(torch, args.dtype))
-        data = batches(seed, args.steps, args.batch_size)
+        data = batches(seed, args.steps, args.batch_size, vocab=min(500, base.config.vocab_size))
         out = Path(args.output_dir) / f"seed{seed}"
         out.mkdir(parents=True, exist_ok=True)
         if rank == 0:
@@ -244,6 +278,25 @@ def relative_difference(params: dict[str, torch.Tensor], reference: dict[str, to
     )
 
 
+def bf16_spacings(
+    params: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], initial: dict[str, torch.Tensor]
+) -> float:
+    """The largest ``|p - ref|`` in bfloat16 spacings at that entry: the gap between neighbouring bfloat16 numbers at
+    the larger of ``|ref|`` and ``|initial|`` (after one step, the magnitudes it wrote from and to), so that a
+    rounding of one step's update that went the other way is 1 whatever the entry's size."""
+
+    def spacing(x: torch.Tensor) -> torch.Tensor:
+        _, exponent = torch.frexp(x)  # x in [2^(e-1), 2^e): bfloat16's 8 significant bits are 2^(e-8) apart
+        return torch.ldexp(torch.ones_like(x), exponent - 8)
+
+    return max(
+        ((params[n].float() - ref.float()).abs() / spacing(torch.maximum(ref.float().abs(), initial[n].float().abs())))
+        .max()
+        .item()
+        for n, ref in reference.items()
+    )
+
+
 def launch(world_size: int, flags: list[str]) -> None:
     """``torchrun --nproc_per_node world_size`` of this script's worker (one thread a process)."""
     torchrun = str(Path(sys.executable).with_name("torchrun"))
@@ -268,7 +321,7 @@ def llama_shapes(c: dict) -> list[tuple[str, tuple[int, ...]]]:
 def state_elements(method: str, role: str, shape: tuple[int, ...]) -> int:
     """Elements of optimizer state one parameter gets (whole, one process): what each optimizer allocates."""
     numel = torch.Size(shape).numel()
-    if method in ("sps", "ngn"):
+    if method in ("sps", "ngn", "torch_sgd"):
         return 0
     if method in ("ngn_m", "scion", "gradient_smoothing_scion"):
         return numel  # momentum
@@ -324,9 +377,9 @@ def summarize_world_size(runs: list[dict], resumed: list[dict], world_size: int)
     return row
 
 
-def summarize(out: Path, world_sizes: list[int], seeds: list[int], methods: list[str], model: dict) -> dict:
+def summarize(out: Path, world_sizes: list[int], seeds: list[int], methods: list[str], model: dict | None) -> dict:
     """Per method: each world size's numbers, whether the state rule predicts the measured one-process state
-    bytes, and the rule's memory per GPU for an 8B Llama on 8 GPUs."""
+    bytes (on ``model``'s shapes; ``None``: not checked), and the rule's memory per GPU for an 8B Llama on 8 GPUs."""
     summary = {}
     for method in methods:
         rows = {}
@@ -335,10 +388,10 @@ def summarize(out: Path, world_sizes: list[int], seeds: list[int], methods: list
             runs = [torch.load(f / f"{method}.pt") for f in folders]
             resumed = [torch.load(f / f"{method}-resumed.pt") for f in folders]
             rows[n] = summarize_world_size(runs, resumed, n)
-        predicted_state = 4 * sum(state_elements(method, r, s) for r, s in llama_shapes(model))
+        predicted_state = 4 * sum(state_elements(method, r, s) for r, s in llama_shapes(model)) if model else None
         summary[method] = {
             "by_world_size": rows,
-            "state_rule_matches": rows[world_sizes[0]]["state_bytes_single"] == predicted_state,
+            "state_rule_matches": model and rows[world_sizes[0]]["state_bytes_single"] == predicted_state,
             "llama_8b_8_gpus_gib": per_gpu_bytes(method, llama_shapes(LLAMA_8B), 8) / GIB,
         }
     return summary
@@ -355,6 +408,8 @@ def main(argv=None) -> dict:
         emit({"world_sizes": args.world_sizes, "trainers": summary})
         return summary
     shared = ["--seeds", *map(str, args.seeds), "--methods", *args.methods, "--steps", str(args.steps)]
+    shared += ["--model", args.model, "--layers", str(args.layers), "--hidden-size", str(args.hidden_size)]
+    shared += ["--batch-size", str(args.batch_size)]
     for n in args.world_sizes:
         flags = [*shared, "--output-dir", str(out / f"n{n}")]
         launch(n, flags)
@@ -363,12 +418,17 @@ def main(argv=None) -> dict:
     launch(2, [*shared, "--output-dir", str(bf16), "--dtype", "bfloat16", "--save-at", "0"])  # 0: no checkpoint
     h = args.hidden_size  # tiny_causal_lm: two heads, one key-value head, MLP 4 h, tied embeddings
     tiny = {"vocab": 49152, "hidden": h, "layers": args.layers, "mlp": 4 * h, "kv": h // 2, "tied": True}
-    summary = summarize(out, args.world_sizes, args.seeds, args.methods, tiny)
+    # the state rule is checked on tiny_causal_lm's shapes; the odd model's frozen norm keeps no state
+    summary = summarize(out, args.world_sizes, args.seeds, args.methods, tiny if args.model == "tiny" else None)
     for method in args.methods:
         runs = [torch.load(bf16 / f"seed{s}" / f"{method}.pt") for s in args.seeds]
+        initial = [torch.load(bf16 / f"seed{s}" / "initial.pt") for s in args.seeds]
         for mode in ("fsdp", "ddp"):
             summary[method][f"parity_bf16_{mode}"] = max(
                 relative_difference(r[mode]["params"], r["single"]["params"]) for r in runs
+            )
+            summary[method][f"parity_bf16_{mode}_spacings"] = max(
+                bf16_spacings(r[mode]["params"], r["single"]["params"], i) for r, i in zip(runs, initial, strict=True)
             )
     save_json(str(out), "sharded", {"args": vars(args), "summary": summary})
     emit({"world_sizes": args.world_sizes, "seeds": args.seeds, "summary": summary})
@@ -390,8 +450,16 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--save-at", type=int, default=2, help="save FSDP2 and DDP runs after this step")
     parser.add_argument("--resume-at", type=int, help="resume the runs saved after this step and finish them")
-    parser.add_argument("--batch-size", type=int, default=4, help="global batch (sequences of 16 tokens)")
-    parser.add_argument("--hidden-size", type=int, default=16)
+    parser.add_argument(
+        "--batch-size", type=int, default=4, help="global batch (sequences of 16 tokens); a multiple of each world size"
+    )
+    parser.add_argument(
+        "--model",
+        default="tiny",
+        choices=["tiny", "odd"],
+        help="tiny_causal_lm, or a Llama whose every size splits unevenly (vocabulary 101, hidden 37, a frozen norm)",
+    )
+    parser.add_argument("--hidden-size", type=int, default=16, help="of the tiny model")
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     return parser.parse_args(argv)

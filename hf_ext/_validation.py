@@ -2,12 +2,20 @@
 
 A NaN coefficient passes every ``x < 0`` test and then turns the weights into NaN while the
 logged loss still reads finite, so each config runs :func:`check_finite_fields` first, and the
-gradient trainers run :func:`check_finite_loss` on each training loss before its backward.
+gradient trainers run :func:`check_finite_loss` on each training loss before its backward; an optimizer that
+never sees the loss runs :func:`check_finite_gradients` before it changes a weight.
+:func:`check_training_arguments` refuses what ``TrainingArguments`` takes and then misreads.
 """
 
 import dataclasses
 import math
-from collections.abc import Iterable
+import numbers
+from collections.abc import Iterable, Sequence
+
+import torch
+import torch.distributed as dist
+
+from ._sharded import local, sum_across
 
 
 def _numbers(value) -> Iterable[float]:
@@ -27,6 +35,16 @@ def check_finite(owner: str, name: str, value, allow_infinite: bool = False) -> 
         if math.isnan(number) or (math.isinf(number) and not allow_infinite):
             allowed = "a number (inf allowed, not NaN)" if allow_infinite else "a finite number"
             raise ValueError(f"{owner}: `{name}` must be {allowed}, got {value!r}")
+
+
+def check_number(owner: str, name: str, value, allow_none: bool = False) -> None:
+    """Raise ``TypeError`` naming ``owner``'s field ``name`` unless ``value`` is a real number (or ``None`` where
+    ``allow_none``): a string read from a config would otherwise fail inside a comparison, naming nothing."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        allowed = "a number or None" if allow_none else "a number"
+        raise TypeError(f"{owner}: `{name}` must be {allowed}, got {value!r} ({type(value).__name__})")
 
 
 def check_finite_fields(config, allow_infinite: Iterable[str] = ()) -> None:
@@ -52,3 +70,47 @@ def check_finite_loss(owner: str, loss, step: int) -> None:
             f"{owner}: the training loss is {value} at step {step}; stopped before its gradients reach the weights "
             "(look for NaN/inf inputs, or a learning rate or loss coefficient that is too large)"
         )
+
+
+def check_finite_gradients(owner: str, param_groups: Sequence[dict], group: dist.ProcessGroup | None = None) -> None:
+    """Raise ``FloatingPointError`` naming the first parameter of ``param_groups`` (an optimizer's) whose gradient
+    holds NaN or inf; call it in ``step()`` before any weight or state changes.
+
+    One fused reduction (each gradient's largest absolute entry, NaN or inf where one is) and one host sync per
+    step, not one per parameter. Sharded gradients (FSDP2) are checked on this rank's shards and the verdicts
+    summed over their process ``group`` (one ``all_reduce``), so that all ranks raise together.
+    """
+    located = [
+        (g, i, p.grad) for g, pg in enumerate(param_groups) for i, p in enumerate(pg["params"]) if p.grad is not None
+    ]
+    if not located:
+        return
+    shards = [local(grad) for *_, grad in located]
+    filled = [k for k, shard in enumerate(shards) if shard.numel()]  # an empty shard has no largest entry
+    bad = torch.zeros(len(shards), device=shards[0].device)
+    if filled:
+        largest = torch.stack(torch._foreach_norm([shards[k] for k in filled], math.inf))
+        bad[filled] = (~largest.isfinite()).to(bad.dtype)
+    if not bool(sum_across(bad, group).any()):  # the one host sync
+        return
+    g, i, grad = located[int(bad.nonzero()[0])]
+    names = param_groups[g].get("param_names")
+    name = names[i] if names else f"param_groups[{g}]['params'][{i}] (shape {tuple(grad.shape)})"
+    raise FloatingPointError(
+        f"{owner}: the gradient of {name} holds NaN or inf; stopped before any weight changed (look for a NaN/inf "
+        "loss or inputs, or a learning rate or loss scale that is too large)"
+    )
+
+
+def check_training_arguments(args) -> None:
+    """Refuse what a ``TrainingArguments`` accepts and then misreads: a ``max_steps`` <= 0 other than -1 (read as
+    unset, so the epochs are trained) and a negative ``learning_rate`` (refused by the optimizer once training
+    starts, or by none)."""
+    owner = type(args).__name__
+    if args.max_steps != -1 and args.max_steps < 1:
+        raise ValueError(
+            f"{owner}: `max_steps` must be a number of steps >= 1, or -1 to train `num_train_epochs`, "
+            f"got {args.max_steps}"
+        )
+    if not args.learning_rate >= 0:
+        raise ValueError(f"{owner}: `learning_rate` must be >= 0, got {args.learning_rate}")

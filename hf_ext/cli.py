@@ -6,6 +6,7 @@ import dataclasses
 import difflib
 import enum
 import io
+import json
 import os
 import platform
 import re
@@ -20,6 +21,7 @@ import yaml
 from hf_ext._cache import cached_text, installed_version, source_stamp
 from hf_ext.recipes import (
     available_recipes,
+    load_recipe,
     recipe_docstring,
     recipe_parser,
     recipe_script,
@@ -55,13 +57,28 @@ def overrides_to_flags(overrides: list[str]) -> list[str]:
 
     A value with spaces gives the flag several values, which is how list fields are set.
     """
-    flags = []
+    flags, given = [], {}
     for override in overrides:
         key, sep, value = override.partition("=")
         if not sep or not key or key.startswith("-"):
             raise ValueError(f"overrides must look like key=value, got {override!r}")
+        if key in given:  # argparse would keep the last one silently
+            raise ValueError(f"setting {key!r} is given twice ({given[key]}, {override}): give it once")
+        given[key] = override
         flags += [f"--{key}", *value.split()]
     return flags
+
+
+def read_yaml(path: Path, option: str) -> dict:
+    """The ``key: value`` settings in the YAML file ``path`` (given as ``option``); a ``ValueError`` of one line
+    names the file and the problem if it is not valid YAML or not a mapping."""
+    try:
+        settings = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ValueError(f"{option} {path}: not valid YAML ({_one_line(str(error))})") from None
+    if not isinstance(settings, dict | None):
+        raise ValueError(f"{option} {path}: must hold `key: value` settings, got a {type(settings).__name__}")
+    return settings or {}
 
 
 def resolve_config(recipe: str, config: str | None) -> Path | None:
@@ -81,11 +98,29 @@ def recipe_argv(recipe: str, config: str | None, overrides: list[str]) -> list[s
     return (["--config", str(path)] if path else []) + overrides_to_flags(overrides)
 
 
+def check_accelerate_config(path: Path) -> None:
+    """Refuse, in one line, an accelerate config of the user's that ``accelerate launch`` would refuse in a
+    traceback: its ``distributed_type`` picks the launcher here, and accelerate's own loader checks the rest."""
+    from accelerate.commands.config.config_args import load_config_from_file  # imports torch: a user's file only
+    from accelerate.utils import DistributedType
+
+    kinds = [kind.value for kind in DistributedType]
+    kind = read_yaml(path, "--accelerate-config").get("distributed_type", DistributedType.NO.value)
+    if kind not in kinds:
+        raise ValueError(f"--accelerate-config {path}: `distributed_type` must be one of {kinds}, got {kind!r}")
+    try:
+        load_config_from_file(str(path))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"--accelerate-config {path}: {_one_line(str(error))}") from None
+
+
 def _resolve_accelerate_config(name_or_path: str | None) -> str | None:
     if name_or_path is None:
         import torch
 
         name_or_path = None if torch.cuda.is_available() else "cpu"
+    if name_or_path is not None and Path(name_or_path).is_file():
+        check_accelerate_config(Path(name_or_path))
     if name_or_path is None or Path(name_or_path).is_file():
         return name_or_path
     if name_or_path not in ACCELERATE_CONFIGS:
@@ -107,7 +142,7 @@ def _launcher(accelerate_config: str | None) -> list[str]:
     """
     if accelerate_config is None:
         return list(_ACCELERATE_LAUNCH)
-    settings = yaml.safe_load(Path(accelerate_config).read_text()) or {}
+    settings = read_yaml(Path(accelerate_config), "--accelerate-config")
     processes = int(settings.get("num_processes", 1))
     kind = settings.get("distributed_type")
     on_cpu = kind == "MULTI_CPU" or (kind == "FSDP" and settings.get("use_cpu", False))
@@ -165,17 +200,57 @@ def _unknown_settings_message(leftover: list[str], known: list[str], recipe: str
     return "; ".join(parts)
 
 
+def _settings_taken(recipe: str, argv: list[str]) -> dict[str, list[str]]:
+    """The settings recipe's parser takes for ``argv``, and those whose values choose that parser's dataclasses
+    (the recipe's ``PARSER_FOLLOWS``: dpo_regularized's ``algorithm``)."""
+    module = load_recipe(recipe)
+    settings = [field.name for dtype in module.parser(argv).dataclass_types for field in _settings(dtype)]
+    return {"settings": settings, "follows": list(getattr(module, "PARSER_FOLLOWS", ()))}
+
+
+def known_settings(recipe: str, config: str | None, overrides: list[str]) -> dict[str, list[str]]:
+    """:func:`_settings_taken` for a run, cached as a help page is: once cached, no recipe is imported."""
+    path = resolve_config(recipe, config)
+    key = [_stamp(), recipe, str(path), path.read_bytes() if path else b"", *overrides]
+    argv = recipe_argv(recipe, config, overrides)
+    return json.loads(cached_text("recipe_settings", key, lambda: json.dumps(_settings_taken(recipe, argv))))
+
+
+def check_known_settings(recipe: str, config: str | None, overrides: list[str]) -> None:
+    """Refuse a malformed or repeated override, or a key of the overrides or the config file that the recipe does
+    not take (with its close matches), in one line and from the cached list of its settings: a misspelled key took
+    8-80 s of imports to refuse."""
+    overrides_to_flags(overrides)
+    path = resolve_config(recipe, config)
+    keys = [key for key in (read_yaml(path, "--config") if path else {}) if key != "env"]  # TrlParser's own key
+    keys += [override.partition("=")[0] for override in overrides]
+    known = known_settings(recipe, config, [])
+    if follows := [override for override in overrides if override.partition("=")[0] in known["follows"]]:
+        known = known_settings(recipe, config, follows)
+    if unknown := [key for key in keys if key not in known["settings"]]:
+        raise ValueError(_unknown_settings_message([f"--{key}" for key in unknown], known["settings"], recipe))
+
+
+def check_writable(output_dir: str) -> None:
+    """Refuse an ``output_dir`` that cannot be made or written to, before the run spends its time."""
+    path = Path(output_dir).resolve()
+    existing = next(folder for folder in (path, *path.parents) if folder.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"output_dir: cannot write to {output_dir!r}: {existing} is not a writable folder")
+
+
 def check_settings(recipe: str, argv: list[str]) -> None:
     """Parse ``argv`` as the recipe's ``main`` will, here: a ``ValueError`` of one line if it would fail.
 
-    An unknown key (with its close matches), a value of the wrong type or one a dataclass refuses
-    is reported before ``accelerate launch`` spends seconds starting a run that fails.
+    An unknown key (with its close matches), a value of the wrong type or one a dataclass refuses, or an
+    ``output_dir`` that cannot be written to is reported before ``accelerate launch`` spends seconds starting a
+    run that fails.
     """
     argparse_output = io.StringIO()
     try:
         with contextlib.redirect_stderr(argparse_output):
             parser = recipe_parser(recipe, argv)
-            *_, leftover = parser.parse_args_and_config(argv, return_remaining_strings=True)
+            *parsed, leftover = parser.parse_args_and_config(argv, return_remaining_strings=True)
     except SystemExit:  # argparse printed its usage, then `PROG: error: MESSAGE`
         raise ValueError(argparse_output.getvalue().strip().splitlines()[-1].partition("error: ")[2]) from None
     except (TypeError, ValueError) as error:
@@ -183,6 +258,8 @@ def check_settings(recipe: str, argv: list[str]) -> None:
     if leftover:
         known = [field.name for dtype in parser.dataclass_types for field in _settings(dtype)]
         raise ValueError(_unknown_settings_message(leftover, known, recipe))
+    for output_dir in {config.output_dir for config in parsed if hasattr(config, "output_dir")}:
+        check_writable(output_dir)
 
 
 def _type_name(annotation) -> str:
@@ -224,13 +301,18 @@ def recipe_help(recipe: str, config: str | None, overrides: list[str]) -> str:
     config or the versions of the libraries the settings come from change: asked again, it is instant.
     """
     path = resolve_config(recipe, config)
-    stamp = source_stamp([Path(__file__).resolve().parent, recipes_dir()])
-    key = [stamp, recipe, str(path), path.read_bytes() if path else b"", *overrides]
+    key = [_stamp(), recipe, str(path), path.read_bytes() if path else b"", *overrides]
     return cached_text("recipe_help", key, lambda: _build_recipe_help(recipe, config, overrides, path))
 
 
+def _stamp() -> str:
+    """What a cached help page or list of settings is valid for: the code of hf_ext and the recipes, the libraries'
+    versions."""
+    return source_stamp([Path(__file__).resolve().parent, recipes_dir()])
+
+
 def _build_recipe_help(recipe: str, config: str | None, overrides: list[str], path: Path | None) -> str:
-    configured = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path else {}
+    configured = read_yaml(path, "--config") if path else {}
     parser = recipe_parser(recipe, recipe_argv(recipe, config, overrides))
     summary = _one_line(recipe_docstring(recipe).split("\n\n")[0])
     where = f"; {path.name} sets the values marked so" if path else ""
@@ -275,6 +357,7 @@ def _run(args: argparse.Namespace, overrides: list[str], run_parser: argparse.Ar
         if args.help:
             print(recipe_help(args.recipe, args.config, overrides))
             return 0
+        check_known_settings(args.recipe, args.config, overrides)
         command = launch_command(args.recipe, args.config, overrides, args.accelerate_config)
         check_settings(args.recipe, recipe_argv(args.recipe, args.config, overrides))
     except ValueError as error:

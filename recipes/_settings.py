@@ -5,12 +5,27 @@ config that redeclares that field with :func:`set_per_run`. ``HfArgumentParser``
 leave such a field out, so the recipe's own list is the only way to set it (``cost=...`` is an unknown
 setting, not a value silently replaced), and :func:`run_config` builds each run's config from the parsed
 fields and the run's values. Every value is checked by the config's own ``__post_init__``, once.
+
+The parser also keeps what it read: each ``TrainingArguments`` it returns carries the run's settings (every field of
+every dataclass, as the defaults, the config file and the command line set it; :func:`recipe_settings`), which
+``run_config`` hands on to each run's arguments, so that the shared training code can store them with the run's
+checkpoints and refuse to resume under others (``hf_ext.recipes._training``).
 """
 
+import argparse
 import dataclasses
+import sys
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
+from transformers import TrainingArguments
 from trl import TrlParser
+
+from hf_ext._settings import as_json
+from hf_ext._validation import check_training_arguments
+from hf_ext.recipes import recipes_dir
 
 Config = TypeVar("Config")
 
@@ -53,10 +68,64 @@ def run_config(config_class: type[Config], settings, **per_run) -> Config:
     if missing := sorted(hidden - per_run.keys()):
         raise TypeError(f"run_config: {type(settings).__name__} sets {missing} per run; pass them")
     shared = {name: value for name, value in shared_settings(settings).items() if name in own}
-    return config_class(**shared | per_run)
+    config = config_class(**shared | per_run)
+    if (recorded := recipe_settings(settings)) is not None:
+        vars(config)[_SETTINGS_ATTRIBUTE] = recorded
+    return config
 
 
-def settings_parser(*dataclass_types: type) -> TrlParser:
-    """The ``TrlParser`` of a recipe's settings, without argparse's prefix matching: ``k=3`` is an unknown
-    setting, not a value silently given to ``ks``."""
-    return TrlParser(dataclass_types, allow_abbrev=False)
+# Where a parsed TrainingArguments keeps the run's settings: an attribute, not a field, so that no parser,
+# config file or `--help` sees it; it travels with the object (pickled to a worker process, or by run_config).
+_SETTINGS_ATTRIBUTE = "_hf_ext_recipe_settings"
+
+
+def recipe_settings(config) -> dict[str, Any] | None:
+    """The settings of the recipe run that ``config`` (its ``TrainingArguments``) was parsed for, as JSON values;
+    None for arguments built outside a recipe's parser."""
+    return vars(config).get(_SETTINGS_ATTRIBUTE)
+
+
+class RecipeParser(TrlParser):
+    """The ``TrlParser`` of a recipe's settings. Without argparse's prefix matching (``k=3`` is an unknown setting,
+    not a value silently given to ``ks``); each ``TrainingArguments`` it returns carries the settings it read
+    (:func:`recipe_settings`)."""
+
+    def __init__(self, dataclass_types: Iterable[type]):
+        super().__init__(dataclass_types, allow_abbrev=False)
+        self._read: dict[str, Any] = {}
+
+    def parse_known_args(self, args=None, namespace=None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, remaining = super().parse_known_args(args, namespace)
+        self._read = as_json(vars(parsed))  # every field: its default, the config file's value or the command line's
+        return parsed, remaining
+
+    def parse_args_and_config(self, args: Iterable[str] | None = None, *options, **keywords) -> tuple:
+        parsed = super().parse_args_and_config(args, *options, **keywords)
+        for config in parsed:
+            if isinstance(config, TrainingArguments):
+                check_training_arguments(config)
+                vars(config)[_SETTINGS_ATTRIBUTE] = self._read
+                from hf_ext.recipes._training import check_resume  # which imports this module (and the Trainer)
+
+                check_resume(config)
+        return parsed
+
+
+def settings_parser(*dataclass_types: type) -> RecipeParser:
+    """The parser of a recipe's settings (a :class:`RecipeParser`)."""
+    return RecipeParser(dataclass_types)
+
+
+def given_settings(argv: list[str] | None = None) -> set[str]:
+    """The settings a user wrote: the keys in ``argv`` (``--key value``, ``--key=value``) and those of a config file
+    of their own (``--config FILE``), not of a shipped one (``recipes/configs/``), nor the defaults.
+
+    A setting the user did not write may follow how the run is launched; one they wrote is refused if it cannot.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    keys = {item[2:].partition("=")[0] for item in argv if item.startswith("--")}
+    if "--config" in argv:
+        config = Path(argv[argv.index("--config") + 1]).resolve()
+        if config.parent != recipes_dir() / "configs":
+            keys |= set(yaml.safe_load(config.read_text()) or {})
+    return keys - {"config"}

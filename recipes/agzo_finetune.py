@@ -26,13 +26,15 @@ from matplotlib.figure import Figure
 from transformers import DataCollatorWithPadding, TrainingArguments, set_seed
 from trl import TrlParser
 
+from hf_ext._settings import SettingsError
 from hf_ext._validation import check_finite_fields
 from hf_ext.data import docstring_classification
 from hf_ext.models import load_minilm
 from hf_ext.plotting import display_name, loss_curve, plot_seed_curves
 from hf_ext.recipes._jobs import check_workers, run_all
 from hf_ext.recipes._results import write_results
-from hf_ext.recipes._settings import one_string, run_config, set_per_run, settings_parser
+from hf_ext.recipes._script import run_as_script
+from hf_ext.recipes._settings import given_settings, one_string, run_config, set_per_run, settings_parser
 from hf_ext.recipes._training import train_resumable
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
 
@@ -51,8 +53,9 @@ class AGZOFinetuneArguments:
         default=1,
         metadata={
             "help": "(method, seed) runs at once (>= 1): 1 runs them one after another in this process, more on "
-            "that many local processes of one torch thread each. One process launched only (under accelerate "
-            "launch every process trains each run)."
+            "that many local processes of one torch thread each. Under a launch of several processes, which "
+            "train each run together, it is 1: the shipped config's value follows the launch, a value you set is "
+            "refused."
         },
     )
     seeds: list[int] = field(
@@ -242,6 +245,20 @@ def wrapping_encoder_layers_under_fsdp():
             os.environ.pop(FSDP_WRAP_VARIABLE, None)
 
 
+def launch_workers(workers: int, processes: int, given: bool) -> int:
+    """The runs at once: ``workers``, or 1 under a launch of several processes, which train each run together.
+
+    A ``workers`` the user did not write (the shipped config's) follows the launch; one they wrote is refused.
+    """
+    if processes == 1 or workers == 1:
+        return workers
+    if given:
+        raise SettingsError(
+            f"`workers` must be 1 under a launch of {processes} processes (they train each run together), got {workers}"
+        )
+    return 1
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Fine-tune MiniLM with each method and seed, print the comparison and write it to ``output_dir``."""
     with wrapping_encoder_layers_under_fsdp():
@@ -251,14 +268,10 @@ def main(argv: list[str] | None = None) -> dict:
 def _compare(argv: list[str] | None) -> dict:
     script_args, zo_config, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
-    if script_args.workers > 1 and state.num_processes > 1:
-        raise ValueError(
-            f"`workers` must be 1 under a launch of {state.num_processes} processes (they train each run together), "
-            f"got {script_args.workers}"
-        )
+    workers = launch_workers(script_args.workers, state.num_processes, "workers" in given_settings(argv))
     seeds = script_args.seeds or [training_args.seed]
     jobs = [(method, seed, script_args, zo_config, training_args) for seed in seeds for method in script_args.methods]
-    done = run_all(run_seeded, jobs, script_args.workers, "agzo_finetune", threads=1)
+    done = run_all(run_seeded, jobs, workers, "agzo_finetune", threads=1)
     runs = {method: {} for method in script_args.methods}
     for (method, seed, *_), run in zip(jobs, done, strict=True):
         runs[method][seed] = run
@@ -271,4 +284,4 @@ def _compare(argv: list[str] | None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

@@ -40,6 +40,7 @@ from hf_ext.quant import (
 from hf_ext.quant.binary_linear import INITS
 from hf_ext.quant.schedule import SCHEDULES
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import settings_parser
 from hf_ext.recipes._training import train_resumable
 
@@ -174,4 +175,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

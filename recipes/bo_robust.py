@@ -16,18 +16,21 @@ rerun with others is refused before any work. ``methods``, ``objectives``, ``cor
 only choose which runs are made, so they may change between reruns (add a seed to a finished study).
 Writes ``regret.csv`` (one row per round), ``results.json`` (final cumulative regret per setting, mean
 and standard deviation over seeds, the ratios the method is judged by, and how many gpytorch/BoTorch
-warnings each run raised: they are counted, not shown) and ``regret.png`` (cumulative regret, mean +-
-one standard deviation) to ``output_dir``.
+warnings each run raised: they are counted, not shown, and kept beside each history in
+``seed_<s>.warnings.jsonl``, so a resumed run counts its restored rounds' too) and ``regret.png``
+(cumulative regret, mean +- one standard deviation) to ``output_dir``.
 """
 
+import json
 import math
 import os
 import queue
 import statistics
 import warnings
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from multiprocessing import Manager
@@ -36,6 +39,7 @@ from pathlib import Path
 import torch
 from botorch.exceptions.warnings import BotorchWarning
 from botorch.test_functions import Ackley, Branin, Hartmann
+from botorch.test_functions.synthetic import SyntheticTestFunction
 from gpytorch.utils.warnings import GPInputWarning, NumericalWarning
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
@@ -46,13 +50,15 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.companion.bo import (
     BayesianOptimization,
     BayesianOptimizationConfig,
+    ClippedGPFactory,
     FrequencyLimitedAdversary,
     regret_curves,
 )
 from hf_ext.companion.bo.adversary import PLACEMENTS
+from hf_ext.companion.bo.history import read_json_lines
 from hf_ext.companion.executors import local_executor, run_jobs
 from hf_ext.plotting import plot_bands
-from hf_ext.recipes._jobs import on_main_process
+from hf_ext.recipes._jobs import check_workers, on_main_process
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
@@ -66,10 +72,27 @@ METHODS = {
     "rcgp_ts": {"model": "rcgp", "acquisition": "ts"},
     "relevance_pursuit_ucb": {"model": "relevance_pursuit", "acquisition": "ucb"},
 }
+
+
+class QuadraticBowl(SyntheticTestFunction):
+    """``sum x_i^2`` on ``[-2, 2]^3``: as smooth and clean as an objective gets, where robustness should cost nothing
+    (RCGP-UCB once stalled on it at its initial design, issue 72)."""
+
+    dim = 3
+    continuous_inds = list(range(dim))
+    _bounds = [(-2.0, 2.0)] * dim
+    _optimal_value = 0.0
+    _optimizers = [(0.0,) * dim]
+
+    def _evaluate_true(self, X: torch.Tensor) -> torch.Tensor:
+        return X.pow(2).sum(-1)
+
+
 OBJECTIVES = {
     "branin": lambda: Branin(negate=True),
     "hartmann6": lambda: Hartmann(dim=6, negate=True),
     "ackley5": lambda: Ackley(dim=5, negate=True),
+    "bowl3": lambda: QuadraticBowl(negate=True),
 }
 # Arguments that choose which runs are made or how their results are summarised, not what a run evaluates:
 # they may change between reruns into the same output_dir (every other argument must not).
@@ -94,7 +117,8 @@ class BORobustArguments:
         metadata={"help": f"Any of {list(METHODS)}."},
     )
     objectives: list[str] = field(
-        default_factory=lambda: list(OBJECTIVES), metadata={"help": f"Any of {list(OBJECTIVES)} (maximised)."}
+        default_factory=lambda: ["branin", "hartmann6", "ackley5"],
+        metadata={"help": f"Any of {list(OBJECTIVES)} (maximised)."},
     )
     corruptions: list[str] = field(
         default_factory=lambda: ["none", "1e6", "inf"], metadata={"help": "'none' or a corruption magnitude."}
@@ -119,10 +143,12 @@ class BORobustArguments:
         for corruption in self.corruptions:
             if corruption != "none" and not _magnitude(corruption) > 0:
                 raise ValueError(f"`corruptions` must be 'none' or positive magnitudes, got {corruption!r}")
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"`placement` must be one of {list(PLACEMENTS)}, got {self.placement!r}")
         if not self.seeds or self.rounds < 2:
             raise ValueError(f"`seeds` must not be empty and `rounds` must be >= 2, got {self.seeds}, {self.rounds}")
+        # The adversary's own checks (`exponent`, `placement`, `direction`) and the workers', here: a value refused
+        # once the runs start would leave its settings.json behind, and the corrected rerun refused as a changed one.
+        FrequencyLimitedAdversary(self.rounds, 1.0, self.exponent, self.placement, self.direction)
+        check_workers("BORobustArguments", self.workers)
 
 
 @dataclass
@@ -148,6 +174,54 @@ def _magnitude(corruption: str) -> float:
         return math.nan
 
 
+def method_settings(method: str, corruption: str) -> dict:
+    """The config fields ``method`` sets for runs under ``corruption``: under infinite corruptions the standard GP,
+    which refuses ``+-inf``, sees it as ``+-1e10`` (:class:`ClippedGPFactory`), the wrecked baseline measured here."""
+    settings = METHODS[method]
+    if settings["model"] == "gp" and math.isinf(_magnitude(corruption)):
+        return settings | {"model": ClippedGPFactory()}
+    return settings
+
+
+def _proposing(loop: BayesianOptimization) -> int:
+    """The query ``loop`` proposes next: one past every query in its history or pending."""
+    return 1 + max([*(e.query for e in loop.history), *loop.pending], default=-1)
+
+
+@contextmanager
+def counted_model_warnings(path: Path, loop: BayesianOptimization) -> Iterator[Counter]:
+    """Count ``loop``'s model-fitting warnings by category instead of showing them (others show as usual), each
+    appended to ``path`` the moment it is raised with the query the loop is proposing (whose fit raised it).
+
+    A run killed and resumed fits again for the query it was proposing, not for those it had proposed (in its
+    history or pending): so the warnings logged from that query on are dropped on resume, and the counts are the
+    uninterrupted run's, its restored rounds' included.
+    """
+    kept = []
+    for number, record in read_json_lines(path):
+        if not isinstance(record, dict) or set(record) != {"query", "category"}:
+            raise ValueError(f"{path}, line {number}: expected a JSON object with keys query and category")
+        if record["query"] < _proposing(loop):
+            kept.append(record)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text("".join(json.dumps(record) + "\n" for record in kept))
+    os.replace(partial, path)  # a killed writer leaves the old file or the new one
+    counts = Counter(record["category"] for record in kept)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        show = warnings.showwarning
+
+        def count(message, category, filename, lineno, file=None, line=None):  # warnings.showwarning's signature
+            if not issubclass(category, MODEL_WARNINGS):
+                return show(message, category, filename, lineno, file, line)
+            counts[category.__name__] += 1
+            with path.open("a") as handle:
+                handle.write(json.dumps({"query": _proposing(loop), "category": category.__name__}) + "\n")
+
+        warnings.showwarning = count
+        yield counts
+
+
 def run_one(
     args: BORobustArguments,
     loop_config: BORobustLoopConfig,
@@ -167,20 +241,13 @@ def run_one(
         adversary = FrequencyLimitedAdversary(
             args.rounds, _magnitude(corruption), args.exponent, args.placement, args.direction, seed=seed
         )
-    config = run_config(BayesianOptimizationConfig, loop_config, seed=seed, **METHODS[method])
+    config = run_config(BayesianOptimizationConfig, loop_config, seed=seed, **method_settings(method, corruption))
     history_file = Path(args.output_dir) / "histories" / objective_name / corruption / method / f"seed_{seed}.jsonl"
     loop = BayesianOptimization(objective, objective.bounds, config, adversary=adversary, history_file=history_file)
     report_rounds = report_rounds or (lambda rounds: None)
     report_rounds(len(loop.history))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with counted_model_warnings(history_file.with_name(f"seed_{seed}.warnings.jsonl"), loop) as model_warnings:
         history = loop.run(args.rounds, callback=lambda evaluation: report_rounds(1))
-    model_warnings: Counter = Counter()
-    for warning in caught:
-        if issubclass(warning.category, MODEL_WARNINGS):
-            model_warnings[warning.category.__name__] += 1
-        else:  # not the model-fitting stack's: shown as usual
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     key = {"objective": objective_name, "corruption": corruption, "method": method, "seed": seed}
     return key | {
         "true": [e.true for e in history],
@@ -309,7 +376,7 @@ def run_all(jobs: list[tuple], args: BORobustArguments, executor: Executor | Non
 
 
 def count_warnings(runs: list[dict]) -> dict:
-    """Model-fitting warnings by category: in total, and for each run that raised any (this invocation's rounds)."""
+    """Model-fitting warnings by category: in total, and for each run that raised any (restored rounds included)."""
     total: Counter = Counter()
     by_run = {}
     for run in runs:

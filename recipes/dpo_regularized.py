@@ -10,7 +10,6 @@ before and after, and log P of the pair. Writes ``results.json``, ``logps.png`` 
 log-prob during training), and ``token_shift.json`` / ``token_shift.png`` to ``output_dir``.
 """
 
-import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
@@ -26,7 +25,8 @@ from hf_ext.data import preference_dataset
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import display_name, loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
-from hf_ext.recipes._settings import settings_parser
+from hf_ext.recipes._script import run_as_script
+from hf_ext.recipes._settings import run_config, settings_parser
 from hf_ext.recipes._training import train_resumable
 
 ALGORITHMS = {
@@ -34,6 +34,8 @@ ALGORITHMS = {
     "simpo": ("RegularizedSimPOConfig", "RegularizedSimPOTrainer"),
 }
 VARIANTS = ("vanilla", "regularized")
+# The settings whose values choose the parser's dataclasses (`hf-ext run` checks keys against each choice's own).
+PARSER_FOLLOWS = ("algorithm",)
 
 
 @dataclass
@@ -84,7 +86,8 @@ def run_variant(variant: str, recipe_args: PreferenceRecipeArguments, training_a
     set_seed(training_args.seed)
     model, tokenizer = load_causal_lm(recipe_args.model)
     reference, _ = load_causal_lm(recipe_args.model)
-    args = dataclasses.replace(
+    args = run_config(
+        type(training_args),
         training_args,
         regularizer_coef=training_args.regularizer_coef if variant == "regularized" else 0.0,
         output_dir=str(Path(training_args.output_dir) / variant),
@@ -164,4 +167,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

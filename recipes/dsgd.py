@@ -43,6 +43,7 @@ from hf_ext.models import llama_from_scratch
 from hf_ext.optim import TOPOLOGIES, DecentralizedMetricsCallback, DecentralizedSGD, DecentralizedTrainer, Topology
 from hf_ext.plotting import DPI, plot_seed_curves
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
 from hf_ext.recipes._training import train_resumable
 
@@ -381,4 +382,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

@@ -39,7 +39,8 @@ from hf_ext.data.volumes import class_names
 from hf_ext.models.rep3d import DiceMetrics, Rep3DConfig, Rep3DForSegmentation, argmax_logits
 from hf_ext.plotting import plot_bands, plot_label_slices
 from hf_ext.recipes._results import write_results, write_rows
-from hf_ext.recipes._settings import settings_parser
+from hf_ext.recipes._script import run_as_script
+from hf_ext.recipes._settings import run_config, settings_parser
 from hf_ext.recipes._training import train_resumable
 
 VARIANTS = ("rep3d", "fixed_prior", "no_mask", "small_kernel")
@@ -122,7 +123,8 @@ def build_model(args: Rep3DArguments, variant: str, seed: int) -> Rep3DForSegmen
 
 def train_one(args, training_args, data, variant: str, multiplier: float, seed: int, out: Path) -> dict:
     """One run: the final validation Dice per class, the mean-Dice curve and the middle-slice prediction."""
-    run_args = dataclasses.replace(
+    run_args = run_config(
+        TrainingArguments,
         training_args,
         learning_rate=training_args.learning_rate * multiplier,
         seed=seed,
@@ -260,4 +262,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

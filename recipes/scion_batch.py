@@ -48,6 +48,7 @@ from hf_ext.optim import (
 )
 from hf_ext.plotting import plot_labelled_points, plot_seed_curves
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
 from hf_ext.recipes._training import train_resumable
 
@@ -386,4 +387,4 @@ def plot_results(results: dict, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

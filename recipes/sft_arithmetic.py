@@ -16,11 +16,13 @@ from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
 from hf_ext.data import arithmetic_dataset
+from hf_ext.data.arithmetic import MAX_DIFFICULTY
 from hf_ext.data.sft import tokenize_prompt_completion
 from hf_ext.evaluation import arithmetic_accuracy
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve, plot_curves
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import settings_parser
 from hf_ext.recipes._training import train_resumable
 
@@ -36,8 +38,14 @@ class SFTArithmeticArguments:
 
     def __post_init__(self):
         check_finite_fields(self)
+        owner = type(self).__name__
         if self.model not in CAUSAL_LMS:
-            raise ValueError(f"`model` must be one of {sorted(CAUSAL_LMS)}, got {self.model!r}")
+            raise ValueError(f"{owner}: `model` must be one of {sorted(CAUSAL_LMS)}, got {self.model!r}")
+        if not 1 <= self.difficulty <= MAX_DIFFICULTY:
+            raise ValueError(f"{owner}: `difficulty` must be an integer in 1..{MAX_DIFFICULTY}, got {self.difficulty}")
+        for name in ("num_train", "num_eval", "max_new_tokens", "eval_batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{owner}: `{name}` must be an integer >= 1, got {getattr(self, name)}")
 
 
 def parser(argv: list[str] | None = None) -> TrlParser:
@@ -87,4 +95,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

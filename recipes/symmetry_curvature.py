@@ -57,6 +57,7 @@ from hf_ext.optim.symmetry_curvature import (
 )
 from hf_ext.plotting import plot_grouped_bars, plot_labelled_points
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
 from hf_ext.recipes._training import train_resumable
 
@@ -421,4 +422,4 @@ def plot_results(results: dict, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

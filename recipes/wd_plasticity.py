@@ -39,6 +39,7 @@ from hf_ext.plasticity import (
     plot_sweep,
 )
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
 from hf_ext.recipes._training import train_resumable
 
@@ -256,4 +257,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

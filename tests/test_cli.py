@@ -1,3 +1,4 @@
+import os
 import re
 import subprocess
 import sys
@@ -235,3 +236,84 @@ def test_the_recipes_page_has_a_row_and_a_section_for_every_recipe():
     rows = {name for line in page.splitlines() if line.startswith("| `") for name in re.findall(r"`(\w+)`", line[:60])}
     assert set(available_recipes()) - headings == set()
     assert set(available_recipes()) - rows == set()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bo_robust", "rounds=4", "rounds=5", "setting 'rounds' is given twice (rounds=4, rounds=5): give it once"],
+        ["bo_robust", "workers=0", "BORobustArguments: `workers` must be an integer >= 1, got 0"],
+        ["bo_robust", "exponent=-1", "`exponent` must be in (0, 1), got -1.0"],
+        ["sft_arithmetic", "num_train=0", "SFTArithmeticArguments: `num_train` must be an integer >= 1, got 0"],
+        ["sft_arithmetic", "max_steps=-5", "TrainingArguments: `max_steps` must be a number of steps >= 1, or -1"],
+    ],
+)
+def test_settings_once_taken_or_refused_in_a_traceback_are_one_line_before_anything_launches(argv, launches, capsys):
+    """Issue 72: the last of two `rounds` won, `max_steps=-5` trained a whole epoch, `workers=0` was a traceback from
+    the executor and `num_train=0` named `num_examples`, a field the recipe does not have."""
+    *settings, message = argv
+    assert cli.main(["run", *settings]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hf-ext run {settings[0]}: ") and message in err
+    assert err.count("\n") == 1 and launches == []
+
+
+def _unwritable_output_dir(tmp_path: Path) -> str:
+    (tmp_path / "a_file").write_text("")
+    return str(tmp_path / "a_file" / "out")
+
+
+def _read_only_output_dir(tmp_path: Path) -> str:
+    (tmp_path / "read_only").mkdir(mode=0o555)
+    return str(tmp_path / "read_only" / "out")
+
+
+@pytest.mark.parametrize(
+    ("write_files", "message"),
+    [
+        (lambda tmp: ["--config", _write(tmp / "bad.yaml", "a: [1\n")], "bad.yaml: not valid YAML (while parsing"),
+        (lambda tmp: ["--config", _write(tmp / "list.yaml", "- 1\n")], "must hold `key: value` settings, got a list"),
+        (
+            lambda tmp: ["--accelerate-config", _write(tmp / "accelerate.yaml", "distributed_type: BOGUS\n")],
+            "accelerate.yaml: `distributed_type` must be one of ['NO', 'MULTI_CPU'",
+        ),
+        (lambda tmp: [f"output_dir={_unwritable_output_dir(tmp)}"], "a_file is not a writable folder"),
+        pytest.param(
+            lambda tmp: [f"output_dir={_read_only_output_dir(tmp)}"],
+            "read_only is not a writable folder",
+            marks=pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder"),
+        ),
+    ],
+)
+def test_files_that_would_fail_the_run_are_one_line_naming_them(tmp_path, write_files, message, launches, capsys):
+    """Issue 72: a bad `--config` was a yaml traceback through cli.py, a bad accelerate config 37 lines of accelerate,
+    and an output_dir that cannot be written a raw PermissionError once the run was done."""
+    assert cli.main(["run", "sft_arithmetic", "model=tiny", *write_files(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hf-ext run sft_arithmetic: ") and message in err
+    assert err.count("\n") == 1 and launches == []
+
+
+def _write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_an_unknown_setting_is_refused_from_the_cached_list_without_importing_the_recipe(monkeypatch, launches, capsys):
+    """Issue 72: `hf-ext run sft_arithmetic max_step=5` was refused well, but after 8 s (82 s on a loaded machine)
+    of importing the recipe, every time. The list follows a setting that picks the parser's dataclasses:
+    dpo_regularized's `algorithm=simpo` makes SimPO's `simpo_gamma` a setting."""
+    assert cli.main(["run", "sft_arithmetic", "max_step=5"]) == 2  # the first time builds the list
+    first = capsys.readouterr().err
+    assert cli.main(["run", "dpo_regularized", "model=tiny", "algorithm=simpo", "simpo_gamma=0.3"]) == 0
+    assert launches[-1][-2:] == ["--simpo_gamma", "0.3"]
+
+    def no_import(*args):
+        raise AssertionError("the recipe was imported to check the keys")
+
+    monkeypatch.setattr(cli, "load_recipe", no_import)
+    monkeypatch.setattr(cli, "recipe_parser", no_import)
+    assert cli.main(["run", "sft_arithmetic", "max_step=5"]) == 2
+    assert capsys.readouterr().err == first == (
+        "hf-ext run sft_arithmetic: unknown setting 'max_step'; close matches: max_steps, save_steps, eval_steps\n"
+    )

@@ -36,7 +36,12 @@ from hf_ext.optim import (
     SymmetryCurvature,
 )
 from hf_ext.plasticity import PlasticityCallback
-from hf_ext.quant import ProgressiveBinarizationCallback, ProgressiveBinaryLinear, binarize_model
+from hf_ext.quant import (
+    ProgressiveBinarizationCallback,
+    ProgressiveBinaryLinear,
+    ProgressiveBinaryWeight,
+    binarize_model,
+)
 from hf_ext.rl import UpdateSparsityCallback, grpo_preset
 from hf_ext.zo import MeZOConfig, ZOOptimizer, ZOPerturbation
 
@@ -187,6 +192,10 @@ KWARG_BUILDERS = {
     "PlasticityCallback": (PlasticityCallback, _plasticity),
     "ProgressiveBinarizationCallback": (ProgressiveBinarizationCallback, ProgressiveBinarizationCallback),
     "ProgressiveBinaryLinear": (ProgressiveBinaryLinear, lambda **kwargs: ProgressiveBinaryLinear(4, 3, **kwargs)),
+    "ProgressiveBinaryWeight": (
+        ProgressiveBinaryWeight,
+        lambda **kwargs: ProgressiveBinaryWeight(torch.ones(3, 4), **kwargs),
+    ),
     "Scion": (Scion, lambda **kwargs: Scion([nn.Parameter(torch.ones(3, 2))], **kwargs)),
     "ShardedMuon": (ShardedMuon, lambda **kwargs: ShardedMuon([nn.Parameter(torch.ones(3, 2))], **kwargs)),
     "SymmetryCurvature": (

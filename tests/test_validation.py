@@ -1,8 +1,9 @@
 from dataclasses import dataclass, field
 
 import pytest
+import torch
 
-from hf_ext._validation import check_finite, check_finite_fields
+from hf_ext._validation import check_finite, check_finite_fields, check_finite_gradients
 
 
 @dataclass
@@ -32,3 +33,23 @@ def test_check_finite_fields_walks_every_field():
         check_finite_fields(_Config())
     with pytest.raises(ValueError, match="`budgets`"):
         check_finite_fields(_Config(budgets=[0.0, float("nan")]), allow_infinite=["limit"])
+
+
+def _with_grads(*grads):
+    params = [torch.nn.Parameter(torch.zeros_like(g)) for g in grads]
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g
+    return params
+
+
+def test_check_finite_gradients_names_the_first_bad_gradient_and_lets_large_finite_ones_through():
+    huge = torch.tensor([3e38, -3e38])  # finite, though its squared norm overflows
+    empty, bad = torch.zeros(0), torch.tensor([[1.0, float("inf")]], dtype=torch.bfloat16)
+    groups = [{"params": _with_grads(huge, empty)}, {"params": [torch.nn.Parameter(torch.ones(2))]}]
+    check_finite_gradients("Opt", groups)
+    groups.append({"params": _with_grads(torch.ones(3), bad, torch.full((2,), float("nan")))})
+    with pytest.raises(FloatingPointError, match=r"Opt: the gradient of param_groups\[2\]\['params'\]\[1\] \(shape"):
+        check_finite_gradients("Opt", groups)
+    groups[2]["param_names"] = ["a", "b", "c"]
+    with pytest.raises(FloatingPointError, match="Opt: the gradient of b holds NaN or inf"):
+        check_finite_gradients("Opt", groups)

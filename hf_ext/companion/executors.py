@@ -11,9 +11,13 @@ function itself raising (the objective's own error) comes back as :class:`Raised
 any exception the future itself raises (a worker killed, a pool broken, a node gone) loses only that call, which
 is submitted again up to ``retries`` times and then comes back as :class:`Lost`. An executor that refuses new
 work (shut down, or a stdlib ``ProcessPoolExecutor`` broken by a dead worker) gives :class:`Lost` with
-``refused=True`` at once: retrying on it cannot help. Every submission carries a token of its own, so Dask's
-content-hashed keys (``pure=True``, its default) never merge two evaluations of the same point: resampling a
-noisy objective needs each call to run.
+``refused=True`` at once: retrying on it cannot help. What can be checked before any work is: on a process pool
+the first call is pickled once, so a function that cannot travel to the workers (a lambda, an object holding a
+lock) is a ``TypeError`` at once rather than every call lost to the pickling error. And a call lost or refused
+before any call has come back raises ``RuntimeError``: an executor that has not run one call cannot run them
+(workers that cannot import the function, a pool shut down), and a run of nothing but failed calls is no result.
+Every submission carries a token of its own, so Dask's content-hashed keys (``pure=True``, its default) never
+merge two evaluations of the same point: resampling a noisy objective needs each call to run.
 """
 
 import concurrent.futures as cf
@@ -25,6 +29,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -181,7 +186,9 @@ class Dispatcher:
 
     ``submit(key, *args)`` starts a call; ``next_done()`` waits for one and returns ``(key, outcome)``, the
     outcome being ``fn``'s value, a :class:`Raised` or a :class:`Lost`. A lost call is submitted again (with the
-    same arguments) up to ``retries`` times before it is reported.
+    same arguments) up to ``retries`` times before it is reported. On a process pool the first ``submit`` raises
+    ``TypeError`` if its call cannot be pickled; ``next_done`` raises ``RuntimeError`` for a call lost (or refused)
+    before any call came back.
     """
 
     def __init__(self, executor: cf.Executor | None, fn: Callable, retries: int = 1, owner: str = "Dispatcher"):
@@ -192,13 +199,32 @@ class Dispatcher:
         self._tokens = itertools.count()
         self._futures: dict[cf.Future, tuple[Hashable, tuple, int]] = {}  # future -> (key, args, attempt)
         self._ready: deque[tuple[Hashable, Any]] = deque()
+        self._checked = False  # whether the first call was checked to travel to the workers
+        self._came_back = False  # whether any call has come back (a value or the function's own error)
 
     def __len__(self) -> int:
         """Calls submitted and not yet returned by :meth:`next_done`."""
         return len(self._futures) + len(self._ready)
 
     def submit(self, key: Hashable, *args) -> None:
+        if not self._checked:
+            self._check_picklable(args)
+            self._checked = True
         self._submit(key, args, attempt=1)
+
+    def _check_picklable(self, args: tuple) -> None:
+        """Pickle a call once where the executor sends calls to its processes by pickle: the stdlib pool fails each
+        future of an unpicklable call with the pickling error, which would look like a dead worker's, at every call."""
+        if not isinstance(self.executor, cf.ProcessPoolExecutor | RestartingProcessPool):
+            return
+        try:
+            ForkingPickler.dumps((self._fn, args))
+        except Exception as error:
+            raise TypeError(
+                f"{self._owner}: the function and its arguments must be picklable to run on a "
+                f"{type(self.executor).__name__} (a module-level function or class, a BoTorch test function; not a "
+                f"lambda, a local function or an object holding a lock or an open file): {_describe(error)}"
+            ) from error
 
     def _submit(self, key: Hashable, args: tuple, attempt: int) -> None:
         try:
@@ -220,6 +246,7 @@ class Dispatcher:
                 key, args, attempt = self._futures.pop(future)
                 try:
                     self._ready.append((key, future.result()))
+                    self._came_back = True
                 except BaseException as error:  # the future's own failure: the worker or the executor
                     if attempt > self._retries:
                         self._ready.append((key, Lost(_describe(error), attempt)))
@@ -233,7 +260,20 @@ class Dispatcher:
                         self._retries + 1,
                     )
                     self._submit(key, args, attempt + 1)
-        return self._ready.popleft()
+        key, outcome = self._ready.popleft()
+        if isinstance(outcome, Lost) and not self._came_back:
+            self.cancel()
+            raise self._cannot_run(key, outcome)
+        return key, outcome
+
+    def _cannot_run(self, key: Hashable, lost: Lost) -> RuntimeError:
+        """The error for a call lost before any came back: the executor cannot run these calls at all."""
+        what = "refused" if lost.refused else f"lost {lost.attempts} times"
+        return RuntimeError(
+            f"{self._owner}: call {key!r} was {what} ({lost.reason}) before any call on this "
+            f"{type(self.executor).__name__} came back: it cannot run these calls (shut down or broken, or workers "
+            "that cannot import or unpickle the function); stopped, as a run of failed calls is no result"
+        )
 
     def cancel(self) -> None:
         """Cancel the calls that have not started (running ones finish; their results are dropped)."""

@@ -4,7 +4,8 @@ Gradient smoothing replaces block ``l``'s update by ``sum_j W[l, j] U_j``. The p
 one role (say every layer's ``q_proj.weight``) are stacked as rows of ``stacked (L, N)``; with
 ``offset`` the pre-step parameters, ``stacked - offset`` is the update and the result is the
 smoothed new parameters, in one pass. The Triton kernel reads each column tile once for all
-depths and mixes it in fp32 registers; the reference does the same in fp32 with torch.
+depths and mixes it in fp32 registers; the reference does the same in fp32 with torch. ``out`` takes a
+buffer to write into, so that an optimizer step that mixes every step allocates nothing.
 """
 
 import torch
@@ -17,18 +18,28 @@ _MAX_TRITON_DEPTH = 128
 
 
 def depth_smooth_reference(
-    stacked: torch.Tensor, weights: torch.Tensor, offset: torch.Tensor | None = None
+    stacked: torch.Tensor,
+    weights: torch.Tensor,
+    offset: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reference path of :func:`depth_smooth` (fp32 torch matmul)."""
     values = stacked.float() if offset is None else stacked.float() - offset.float()
-    smoothed = weights.float() @ values
+    # An fp32 `out` takes the product itself: no (L, N) temporary, whose fresh pages cost a CPU more than the matmul.
+    direct = out is not None and out.dtype == torch.float32
+    smoothed = torch.mm(weights.float(), values, out=out if direct else None)
     if offset is not None:
         smoothed += offset.float()
-    return smoothed.to(stacked.dtype)
+    if out is None:
+        return smoothed.to(stacked.dtype)
+    return out if direct else out.copy_(smoothed)
 
 
 def depth_smooth_triton(
-    stacked: torch.Tensor, weights: torch.Tensor, offset: torch.Tensor | None = None
+    stacked: torch.Tensor,
+    weights: torch.Tensor,
+    offset: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Triton path of :func:`depth_smooth` (CUDA, or CPU under ``TRITON_INTERPRET=1``)."""
     import triton
@@ -39,7 +50,7 @@ def depth_smooth_triton(
     if depth > _MAX_TRITON_DEPTH:
         raise ValueError(f"depth_smooth_triton: at most {_MAX_TRITON_DEPTH} blocks, got {depth}")
     stacked = stacked.contiguous()
-    out = torch.empty_like(stacked)
+    out = torch.empty_like(stacked) if out is None else out
     block_depth = triton.next_power_of_2(depth)
     block_width = max(32, _TILE_ELEMENTS // block_depth)
     if out.numel():
@@ -57,15 +68,21 @@ def depth_smooth_triton(
     return out
 
 
-def depth_smooth(stacked: torch.Tensor, weights: torch.Tensor, offset: torch.Tensor | None = None) -> torch.Tensor:
+def depth_smooth(
+    stacked: torch.Tensor,
+    weights: torch.Tensor,
+    offset: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``offset + weights @ (stacked - offset)`` (or ``weights @ stacked``), accumulated in fp32.
 
     Args:
         stacked: ``(L, N)`` floating tensor, one row per block.
         weights: ``(L, L)`` mixing matrix; row ``l`` holds the weights of every block for block ``l``.
         offset: optional ``(L, N)`` tensor like ``stacked`` (the parameters before the step).
+        out: optional contiguous ``(L, N)`` tensor like ``stacked``, apart from it and ``offset``, to write into.
 
-    Returns a new ``(L, N)`` tensor in ``stacked``'s dtype.
+    Returns ``out``, or a new ``(L, N)`` tensor in ``stacked``'s dtype.
     """
     if stacked.dim() != 2 or not stacked.is_floating_point():
         raise ValueError(
@@ -81,7 +98,20 @@ def depth_smooth(stacked: torch.Tensor, weights: torch.Tensor, offset: torch.Ten
             f"depth_smooth: `offset` must match `stacked` ({tuple(stacked.shape)} {stacked.dtype}), "
             f"got {tuple(offset.shape)} {offset.dtype}"
         )
-    tensors = [t for t in (stacked, weights, offset) if t is not None]
+    if out is not None:
+        _check_out(out, stacked, offset)
+    tensors = [t for t in (stacked, weights, offset, out) if t is not None]
     if use_triton(*tensors) and depth <= _MAX_TRITON_DEPTH and stacked.numel() < 2**31:
-        return depth_smooth_triton(stacked, weights, offset)
-    return depth_smooth_reference(stacked, weights, offset)
+        return depth_smooth_triton(stacked, weights, offset, out)
+    return depth_smooth_reference(stacked, weights, offset, out)
+
+
+def _check_out(out: torch.Tensor, stacked: torch.Tensor, offset: torch.Tensor | None) -> None:
+    """``out`` must have the result's layout (that it shares no memory with an input, torch's own ``out=`` checks)."""
+    if out.shape != stacked.shape or out.dtype != stacked.dtype or out.device != stacked.device:
+        raise ValueError(
+            f"depth_smooth: `out` must match `stacked` ({tuple(stacked.shape)} {stacked.dtype} {stacked.device}), "
+            f"got {tuple(out.shape)} {out.dtype} {out.device}"
+        )
+    if not out.is_contiguous():
+        raise ValueError("depth_smooth: `out` must be contiguous")

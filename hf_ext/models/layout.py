@@ -28,8 +28,12 @@ _CONVOLUTIONS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTra
 
 
 def is_conv1d(module: nn.Module) -> bool:
-    """transformers' ``Conv1D`` (GPT-2 and its descendants): a linear layer whose weight is stored ``(in, out)``."""
-    return type(module).__name__ == "Conv1D" and hasattr(module, "nf")
+    """transformers' ``Conv1D`` (GPT-2 and its descendants): a linear layer whose weight is stored ``(in, out)``.
+
+    Read from the class hierarchy, so a ``Conv1D`` that torch's parametrizations or FSDP2 have re-classed
+    (``ParametrizedConv1D``, ``FSDPConv1D``) still is one.
+    """
+    return hasattr(module, "nf") and any(cls.__name__ == "Conv1D" for cls in type(module).__mro__)
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,18 @@ class ParamLayout:
         else:
             stack = tensor.reshape(1, tensor.shape[0], -1)
         return stack.transpose(-2, -1) if self.transposed else stack
+
+    def matrix_axis(self, dim: int) -> int:
+        """The axis of :meth:`matrices`' view that the stored tensor's axis ``dim`` becomes: 0 experts, 1 ``d_out``,
+        2 ``d_in`` (a kernel's trailing axes are flattened into ``d_in``). Tells which axis a row split (FSDP2's
+        ``Shard(0)``) cuts: the experts (each shard holds whole matrices) or each matrix."""
+        if self.stacked:
+            axis = dim
+        elif len(self.shape) < 2:
+            axis = 2
+        else:
+            axis = min(dim, 1) + 1
+        return 3 - axis if self.transposed and axis else axis
 
     def from_matrices(self, stack: torch.Tensor) -> torch.Tensor:
         """The inverse of :meth:`matrices`: ``(experts, d_out, d_in)`` back to the parameter's stored shape."""
@@ -123,6 +139,9 @@ def model_layout(model: nn.Module, trainable_only: bool = True) -> dict[str, Par
     for module in model.modules():
         for param_name, param in module.named_parameters(recurse=False):
             owners.setdefault(id(param), (module, param_name))
+        for tensor_name, parametrizations in getattr(module, "parametrizations", {}).items():
+            for param in parametrizations.parameters(recurse=False):  # the `original` a parametrization reads
+                owners[id(param)] = (module, tensor_name)
     heads = _head_weight_ids(model)
     adapters = _adapter_parameter_names(model)
     layouts = {}
@@ -136,7 +155,7 @@ def model_layout(model: nn.Module, trainable_only: bool = True) -> dict[str, Par
 
 def _layout(name, param, module, param_name, heads, adapter) -> ParamLayout:
     shape = tuple(param.shape)
-    if param.dim() < 2:
+    if param.dim() < 2 or param_name.endswith("bias"):  # experts' stacked biases (E, out) are vectors too
         return ParamLayout(name, "vector", shape, adapter=adapter)
     if id(param) in heads:
         return ParamLayout(name, "head", shape, adapter=adapter)

@@ -3,6 +3,7 @@
 from .binary_linear import (
     MixedBinaryWeight,
     ProgressiveBinaryLinear,
+    ProgressiveBinaryWeight,
     binary_weight,
     mean_abs_scales,
     rank_one_scales,
@@ -10,7 +11,7 @@ from .binary_linear import (
 )
 from .convert import binarize_model, binary_layers, set_binarization_mix
 from .distill import LogitDistillationConfig, LogitDistillationTrainer, distillation_loss
-from .packed import PackedBinaryLinear, load_packed, save_packed
+from .packed import PackedBinaryLinear, PackedBinaryWeight, load_packed, save_packed
 from .schedule import ProgressiveBinarizationCallback, binarization_mix, ramp_length
 
 __all__ = [
@@ -18,8 +19,10 @@ __all__ = [
     "LogitDistillationTrainer",
     "MixedBinaryWeight",
     "PackedBinaryLinear",
+    "PackedBinaryWeight",
     "ProgressiveBinarizationCallback",
     "ProgressiveBinaryLinear",
+    "ProgressiveBinaryWeight",
     "binarization_mix",
     "binarize_model",
     "binary_layers",

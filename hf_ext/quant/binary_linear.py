@@ -11,6 +11,12 @@ Clipping choice (``ste_clip``): the estimator treats ``a_i b_j sign(W_ij)`` as
 only where ``|W_ij| <= ste_clip * a_i * b_j``: a weight already well beyond the magnitude its
 binary value represents stops being pushed (the usual hardtanh STE of binary networks, measured
 in units of the layer's own scale). ``ste_clip=None`` passes the gradient everywhere.
+
+Every function here takes one matrix ``(out, in)`` with scales ``(out,)``, ``(in,)``, or a stack of them
+``(experts, out, in)`` with scales ``(experts, out)``, ``(experts, in)``: a mixture-of-experts tensor is
+binarized batched, each expert exactly as it would be alone. Weights that are not an ``nn.Linear``'s (GPT-2's
+``Conv1D``, expert stacks, a router's raw matrix) are binarized in place by :class:`ProgressiveBinaryWeight`, a
+``torch.nn.utils.parametrize`` parametrization, so that the module's own forward computes with the mixed weight.
 """
 
 import torch
@@ -30,9 +36,14 @@ def binary_signs(weight: torch.Tensor) -> torch.Tensor:
     return torch.sign(weight).add_(0.5).sign_()
 
 
+def scale_signs(signs: torch.Tensor, row_scale: torch.Tensor, col_scale: torch.Tensor) -> torch.Tensor:
+    """``diag(a) S diag(b)`` (of each matrix of a stack): the binary weight from its signs ``S``."""
+    return row_scale[..., :, None] * signs * col_scale[..., None, :]
+
+
 def binary_weight(weight: torch.Tensor, row_scale: torch.Tensor, col_scale: torch.Tensor) -> torch.Tensor:
-    """``B(W) = diag(a) sign(W) diag(b)``."""
-    return row_scale[:, None] * binary_signs(weight) * col_scale[None, :]
+    """``B(W) = diag(a) sign(W) diag(b)`` (of each matrix of a stack)."""
+    return scale_signs(binary_signs(weight), row_scale, col_scale)
 
 
 def rank_one_scales(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,16 +53,17 @@ def rank_one_scales(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     (Perron-Frobenius); ``a = sqrt(s) u`` and ``b = sqrt(s) v`` split the singular value evenly.
     """
     magnitude = weight.detach().abs().float()
-    left, singular, right = torch.linalg.svd(magnitude, full_matrices=False)
-    root = singular[0].sqrt()
-    row_scale, col_scale = left[:, 0].abs() * root, right[0].abs() * root
+    left, singular, right = torch.linalg.svd(magnitude, full_matrices=False)  # batched over a stack's experts
+    root = singular[..., :1].sqrt()
+    row_scale, col_scale = left[..., :, 0].abs() * root, right[..., 0, :].abs() * root
     return row_scale.to(weight.dtype), col_scale.to(weight.dtype)
 
 
 def mean_abs_scales(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One-shot baseline: ``a`` the per-row mean of ``|W|``, ``b`` all ones."""
-    row_scale = weight.detach().abs().float().mean(dim=1)
-    return row_scale.to(weight.dtype), torch.ones(weight.shape[1], dtype=weight.dtype, device=weight.device)
+    row_scale = weight.detach().abs().float().mean(dim=-1)
+    col_shape = weight.shape[:-2] + weight.shape[-1:]
+    return row_scale.to(weight.dtype), torch.ones(col_shape, dtype=weight.dtype, device=weight.device)
 
 
 def relative_binary_error(weight: torch.Tensor, row_scale: torch.Tensor, col_scale: torch.Tensor) -> float:
@@ -82,12 +94,30 @@ class MixedBinaryWeight(torch.autograd.Function):
         signed = grad * binary_signs(weight)
         grad_sign_path = grad
         if ctx.ste_clip is not None:
-            margin = ctx.ste_clip * (row_scale[:, None] * col_scale[None, :]) - weight.abs()
+            margin = ctx.ste_clip * (row_scale[..., :, None] * col_scale[..., None, :]) - weight.abs()
             grad_sign_path = grad * margin.sign_().add_(1).clamp_(max=1)  # 1 where |W| <= clip a_i b_j, else 0
         grad_weight = grad_sign_path if mix.item() == 1 else (1 - mix) * grad + mix * grad_sign_path
-        grad_row = mix * (signed @ col_scale)
-        grad_col = mix * (signed.T @ row_scale)
+        grad_row = mix * (signed @ col_scale[..., None])[..., 0]  # bit for bit signed @ col_scale on one matrix
+        grad_col = mix * (row_scale[..., None, :] @ signed)[..., 0, :]
         return grad_weight, grad_row, grad_col, None, None
+
+
+def _check_ste_clip(owner: str, ste_clip: float | None) -> None:
+    check_finite(owner, "ste_clip", ste_clip)
+    if ste_clip is not None and not ste_clip > 0:
+        raise ValueError(f"{owner}: `ste_clip` must be > 0 or None, got {ste_clip}")
+
+
+def _initial_scales(owner: str, matrices: torch.Tensor, trainable: bool, init: str):
+    """``(row_scale, col_scale, init_error)`` of ``matrices`` from ``init``.
+
+    The scales train only if the weight does: binarizing a frozen base (a PEFT model's) keeps it frozen.
+    """
+    if init not in INITS:
+        raise ValueError(f"{owner}: `init` must be one of {list(INITS)}, got {init!r}")
+    scales = rank_one_scales(matrices) if init == "svid" else mean_abs_scales(matrices)
+    row_scale, col_scale = (nn.Parameter(scale, requires_grad=trainable) for scale in scales)
+    return row_scale, col_scale, relative_binary_error(matrices, *scales)
 
 
 class ProgressiveBinaryLinear(nn.Linear):
@@ -107,9 +137,7 @@ class ProgressiveBinaryLinear(nn.Linear):
         dtype=None,
     ):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
-        check_finite("ProgressiveBinaryLinear", "ste_clip", ste_clip)
-        if ste_clip is not None and not ste_clip > 0:
-            raise ValueError(f"ProgressiveBinaryLinear: `ste_clip` must be > 0 or None, got {ste_clip}")
+        _check_ste_clip("ProgressiveBinaryLinear", ste_clip)
         self.ste_clip = ste_clip
         self.row_scale = nn.Parameter(torch.ones(out_features, device=device, dtype=dtype))
         self.col_scale = nn.Parameter(torch.ones(in_features, device=device, dtype=dtype))
@@ -118,17 +146,18 @@ class ProgressiveBinaryLinear(nn.Linear):
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, init: str = "svid", ste_clip: float | None = 1.0):
-        """Wrap ``linear``'s own weight and bias (shared, not copied), scales from ``init``, mix 0."""
-        if init not in INITS:
-            raise ValueError(f"ProgressiveBinaryLinear: `init` must be one of {list(INITS)}, got {init!r}")
+        """Wrap ``linear``'s own weight and bias (shared, not copied), scales from ``init``, mix 0.
+
+        The scales require gradients as ``linear.weight`` does.
+        """
         weight = linear.weight
         with torch.device("meta"):
             layer = cls(linear.in_features, linear.out_features, linear.bias is not None, ste_clip, dtype=weight.dtype)
         layer.weight, layer.bias = linear.weight, linear.bias
-        scales = rank_one_scales(weight) if init == "svid" else mean_abs_scales(weight)
-        layer.row_scale, layer.col_scale = (nn.Parameter(scale) for scale in scales)
+        layer.row_scale, layer.col_scale, layer.init_error = _initial_scales(
+            cls.__name__, weight, weight.requires_grad, init
+        )
         layer.mix = torch.zeros((), device=weight.device, dtype=torch.float32)
-        layer.init_error = relative_binary_error(weight, *scales)
         return layer
 
     def effective_weight(self) -> torch.Tensor:
@@ -140,3 +169,43 @@ class ProgressiveBinaryLinear(nn.Linear):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, mix={self.mix.item():.3f}, ste_clip={self.ste_clip}"
+
+
+class ProgressiveBinaryWeight(nn.Module):
+    """The parametrization that binarizes, progressively and in place, a weight that is not an ``nn.Linear``'s.
+
+    ``torch.nn.utils.parametrize.register_parametrization(module, name, ProgressiveBinaryWeight(weight, ...))``
+    makes ``module.<name>`` the mixed weight, so the module's own forward computes with it, whatever it is:
+    GPT-2's ``Conv1D`` (``transposed``: stored ``(in, out)``), a mixture-of-experts stack ``(experts, out, in)``
+    (scales per expert and output unit ``(experts, out)``, per expert and input ``(experts, in)``), a router's
+    raw matrix. The latent weight stays the module's (``parametrizations.<name>.original``); the scales and
+    ``mix`` are :class:`ProgressiveBinaryLinear`'s, of the map ``in -> out`` whatever the stored orientation.
+    """
+
+    def __init__(
+        self, weight: torch.Tensor, transposed: bool = False, init: str = "svid", ste_clip: float | None = 1.0
+    ):
+        super().__init__()
+        owner = type(self).__name__
+        _check_ste_clip(owner, ste_clip)
+        if weight.dim() not in (2, 3):
+            raise ValueError(
+                f"{owner}: `weight` must be a matrix or a stack of matrices (experts, ...), got shape "
+                f"{tuple(weight.shape)}"
+            )
+        self.transposed, self.ste_clip = transposed, ste_clip
+        self.row_scale, self.col_scale, self.init_error = _initial_scales(
+            owner, self.matrices(weight.detach()), weight.requires_grad, init
+        )
+        self.register_buffer("mix", torch.zeros((), device=weight.device, dtype=torch.float32))
+
+    def matrices(self, weight: torch.Tensor) -> torch.Tensor:
+        """The stored ``weight`` as its ``(..., out, in)`` maps, a view (and back: the transpose is its own inverse)."""
+        return weight.mT if self.transposed else weight
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        mixed = MixedBinaryWeight.apply(self.matrices(weight), self.row_scale, self.col_scale, self.mix, self.ste_clip)
+        return self.matrices(mixed)
+
+    def extra_repr(self) -> str:
+        return f"transposed={self.transposed}, mix={self.mix.item():.3f}, ste_clip={self.ste_clip}"

@@ -1,8 +1,11 @@
 """Logit distillation from a full-precision teacher: the default objective of progressive binarization.
 
-The student (the model being binarized) matches the teacher's next-token distribution on every
-labelled position: forward KL ``KL(teacher || student)`` at temperature ``T`` (scaled by ``T^2``
-so gradients keep their size), plus an optional language-modelling loss on the labels.
+The student (the model being binarized) matches the teacher's distribution on every labelled
+position: forward KL ``KL(teacher || student)`` at temperature ``T`` (scaled by ``T^2`` so gradients
+keep their size), plus an optional cross-entropy on the labels. Positions are aligned with the labels
+as the model's own loss aligns them: a causal LM's position ``t`` predicts ``labels[t + 1]``; an
+encoder-decoder's decoder (fed ``labels`` shifted right, as in its own forward), a classifier and a
+token classifier predict ``labels[t]``.
 
 Not TRL's ``DistillationTrainer`` or ``trl.experimental.gkd.GKDTrainer``: both distil on completions
 of a ``prompt``/``messages`` column (generated on-policy, or through GKD's chat collator) and have no
@@ -48,27 +51,43 @@ def distillation_loss(
     labels: torch.Tensor,
     temperature: float = 1.0,
     lm_loss_weight: float = 0.0,
+    shift: bool = True,
 ) -> dict[str, torch.Tensor]:
-    """Mean over labelled next-token positions of ``T^2 KL(teacher_T || student_T)`` (+ weighted CE).
+    """Mean over labelled positions of ``T^2 KL(teacher_T || student_T)`` (+ weighted CE).
 
-    Position ``t`` predicts ``labels[t + 1]``; positions whose next label is -100 do not count.
+    ``shift``: position ``t`` predicts ``labels[t + 1]`` (a causal LM); else ``labels[t]`` (a decoder fed shifted
+    labels, a classifier's ``(batch, classes)`` logits). Positions whose label is -100 do not count.
     Returns ``loss``, ``kl`` and ``lm`` (the cross-entropy, computed whatever its weight).
     """
-    mask = labels[:, 1:] != -100
-    student, teacher = student_logits[:, :-1][mask].float(), teacher_logits[:, :-1][mask].float()
+    if shift:
+        student_logits, teacher_logits, labels = student_logits[:, :-1], teacher_logits[:, :-1], labels[:, 1:]
+    mask = labels != -100
+    student, teacher = student_logits[mask].float(), teacher_logits[mask].float()
     student_logp = F.log_softmax(student / temperature, dim=-1)
     teacher_logp = F.log_softmax(teacher / temperature, dim=-1)
     kl = (teacher_logp.exp() * (teacher_logp - student_logp)).sum(-1).mean() * temperature**2
-    lm = F.cross_entropy(student, labels[:, 1:][mask])
+    lm = F.cross_entropy(student, labels[mask])
     return {"loss": kl + lm_loss_weight * lm, "kl": kl, "lm": lm}
+
+
+def _model_inputs(model: nn.Module, inputs: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], bool]:
+    """The forward's inputs without ``labels`` (an encoder-decoder's decoder gets them shifted right, as its own
+    forward would), and whether position ``t`` predicts ``labels[t + 1]`` (a left-to-right generator)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT model's transformers model
+    model_inputs = {key: value for key, value in inputs.items() if key != "labels"}
+    encoder_decoder = getattr(base.config, "is_encoder_decoder", False)
+    if encoder_decoder and "decoder_input_ids" not in model_inputs:
+        model_inputs["decoder_input_ids"] = base.prepare_decoder_input_ids_from_labels(labels=inputs["labels"])
+    return model_inputs, base.can_generate() and not encoder_decoder
 
 
 class LogitDistillationTrainer(Trainer):
     """A ``Trainer`` whose loss is :func:`distillation_loss` against a frozen ``teacher_model``.
 
     The dataset needs ``input_ids`` and ``labels`` (``attention_mask`` optional), as causal-LM
-    collators produce. The teacher is moved to the training device and kept in eval mode. A NaN or
-    inf training loss raises ``FloatingPointError`` naming the step, before its backward.
+    collators produce (target tokens for an encoder-decoder, class ids for a classifier). The teacher
+    is moved to the training device and kept in eval mode. A NaN or inf training loss raises
+    ``FloatingPointError`` naming the step, before its backward.
     """
 
     # The loss is a per-micro-batch mean: let Trainer divide it by the accumulation steps.
@@ -85,12 +104,12 @@ class LogitDistillationTrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         labels = inputs["labels"]
-        model_inputs = {key: value for key, value in inputs.items() if key != "labels"}
+        model_inputs, shift = _model_inputs(self.accelerator.unwrap_model(model), inputs)
         outputs = model(**model_inputs)
         with torch.no_grad():
             teacher_logits = self.teacher_model(**model_inputs).logits
         losses = distillation_loss(
-            outputs.logits, teacher_logits, labels, self.args.distill_temperature, self.args.lm_loss_weight
+            outputs.logits, teacher_logits, labels, self.args.distill_temperature, self.args.lm_loss_weight, shift
         )
         for name in self._distill_metrics:
             self._distill_metrics[name].append(losses[name].item())

@@ -51,7 +51,8 @@ def ramp_length(max_steps: int, binarize_fraction: float = 0.5, ramp_steps: int 
 
 
 class ProgressiveBinarizationCallback(TrainerCallback):
-    """Drives every :class:`ProgressiveBinaryLinear`'s ``lambda`` from the Trainer's global step.
+    """Drives the ``lambda`` of every binarized weight (``ProgressiveBinaryLinear``, ``ProgressiveBinaryWeight``)
+    from the Trainer's global step.
 
     Args:
         schedule: ``"linear"``, ``"cosine"`` or ``"step"``.

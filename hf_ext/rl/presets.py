@@ -14,7 +14,7 @@ run sparse delta checkpoints in the mode that keeps them small (``DELTA_SETTINGS
 import torch
 from trl import GRPOConfig
 
-from .._validation import check_finite
+from .._validation import check_finite, check_training_arguments
 from .delta import SparseDeltaCallback
 
 # Swept on SmolLM2-135M-Instruct, arithmetic, 30 steps (README, RLVR section): SGD 0.1 collapsed
@@ -54,7 +54,9 @@ def grpo_preset(optimizer: str, **overrides) -> GRPOConfig:
     for name, value in overrides.items():  # the preset's own settings are finite; GRPOConfig checks none
         check_finite("grpo_preset", name, value)
     settings = COMMON_SETTINGS | {"bf16": bf16, "learning_rate": LEARNING_RATES[optimizer]}
-    return GRPOConfig(**settings | OPTIMIZER_SETTINGS[optimizer] | overrides)
+    config = GRPOConfig(**settings | OPTIMIZER_SETTINGS[optimizer] | overrides)
+    check_training_arguments(config)  # GRPOConfig takes a negative learning rate: the optimizer refuses it later
+    return config
 
 
 def sgd_grpo_config(**overrides) -> GRPOConfig:

@@ -13,8 +13,8 @@ OTHER_PARAMS = ("isotropic", "frozen")
 class ZOConfig:
     """Settings shared by the zeroth-order methods; use :class:`MeZOConfig` or :class:`AGZOConfig`.
 
-    Targeted ``nn.Linear`` weights get the method's perturbation; every other trainable
-    parameter (biases, norms, embeddings) follows ``other_params``.
+    Targeted linear maps (``nn.Linear`` and GPT-2 ``Conv1D`` weights, MoE routers and expert tensors) get the
+    method's perturbation; every other trainable parameter (biases, norms, embeddings) follows ``other_params``.
     """
 
     method: ClassVar[str] = ""
@@ -33,10 +33,11 @@ class ZOConfig:
     target_modules: str | list[str] = field(
         default="all-linear",
         metadata={
-            "help": "Modules whose nn.Linear weights get the method's perturbation, as in PEFT: 'all-linear' (every "
-            "trainable nn.Linear except the output embedding), a list of names matched as dotted suffixes, or a "
-            "regex string matched against the full module name. A matched module that is not an nn.Linear "
-            "(e.g. a PEFT LoRA layer) contributes the trainable nn.Linear modules inside it."
+            "help": "Modules whose linear maps get the method's perturbation, as in PEFT: 'all-linear' (every "
+            "trainable nn.Linear and GPT-2 Conv1D except the output embedding, and every MoE router and expert "
+            "tensor), a list of names matched as dotted suffixes, or a regex string matched against the full module "
+            "name. A matched module contributes the trainable linear layers, routers and expert tensors inside it "
+            "(e.g. a PEFT LoRA layer its adapters)."
         },
     )
     other_params: str = field(
@@ -83,7 +84,8 @@ class MeZOConfig(ZOConfig):
 @dataclass
 class AGZOConfig(ZOConfig):
     """AGZO: each targeted weight is perturbed by ``Z = N U^T / sqrt(r)`` with ``U`` an orthonormal
-    basis of the layer's input activations, found on the fly during the forward pass."""
+    basis of the layer's input activations (for a MoE expert, of the tokens routed to it), found on
+    the fly during the forward pass."""
 
     method: ClassVar[str] = "agzo"
 

@@ -30,6 +30,11 @@ class ZOEstimate:
 
 
 def _scalar(loss: torch.Tensor, reduce_mean: Reduce | None) -> float:
+    if loss.numel() != 1:
+        raise ValueError(
+            f"zeroth-order step: the loss must be a scalar, got a tensor of shape {tuple(loss.shape)}; reduce it "
+            "(e.g. `.mean()`) before returning it"
+        )
     loss = loss.detach().float().reshape(())
     if reduce_mean is not None:
         loss = reduce_mean(loss)

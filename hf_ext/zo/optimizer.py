@@ -1,6 +1,7 @@
 """The update of zeroth-order training as a ``torch.optim.Optimizer``, so the Trainer's schedulers,
 checkpointing and accelerate's wrapping work unchanged."""
 
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
@@ -12,7 +13,7 @@ from .estimator import estimate_projected_gradients
 from .perturbation import ZOPerturbation, derive_seed
 
 # Besides torch's defaults/state/param_groups, what a copy or a pickle must keep to go on stepping.
-_COPIED_ATTRIBUTES = ("perturbation", "seed", "_steps", "_pending", "_skip")
+_COPIED_ATTRIBUTES = ("perturbation", "seed", "_steps", "_pending", "_skip", "_warned_rounding")
 
 
 class ZOOptimizer(torch.optim.Optimizer):
@@ -52,7 +53,7 @@ class ZOOptimizer(torch.optim.Optimizer):
             perturbation: the model's perturbations; its parameters become the optimizer's.
             lr: learning rate of every group.
             weight_decay: decoupled decay of the ``decay_names`` group; ``None`` takes the config's.
-            decay_names: parameter names that decay; ``None``: the targeted linear weights.
+            decay_names: parameter names that decay; ``None``: the targeted matrices (linear weights, MoE tensors).
             seed: seeds of the perturbations drawn by ``step(closure)`` (step ``t`` draws from ``(seed, t)``).
         """
         if not isinstance(perturbation, ZOPerturbation):
@@ -63,7 +64,7 @@ class ZOOptimizer(torch.optim.Optimizer):
             raise TypeError(f"ZOOptimizer: `seed` must be an integer, got {seed!r}")
         named = perturbation.named_parameters()
         if decay_names is None:
-            decay_names = [name + ".weight" for name in perturbation.targets.linears]
+            decay_names = list(perturbation.matrix_names.values())
         decay_names = set(decay_names)
         decay = [param for name, param in named.items() if name in decay_names]
         no_decay = [param for name, param in named.items() if name not in decay_names]
@@ -73,6 +74,7 @@ class ZOOptimizer(torch.optim.Optimizer):
         self._steps = 0
         self._pending: list[tuple[int, float]] = []
         self._skip = False
+        self._warned_rounding = False
         super().__init__([g for g in groups if g["params"]], {"lr": lr, "weight_decay": 0.0})
 
     def add_param_group(self, param_group: dict) -> None:
@@ -148,15 +150,35 @@ class ZOOptimizer(torch.optim.Optimizer):
             lr, weight_decay = group["lr"], group["weight_decay"]
             if not lr:
                 continue
-            if weight_decay:
-                for param in group["params"]:
+            for param in group["params"]:
+                name = names[id(param)]
+                before = self._rounding_probe(name, param)
+                if weight_decay:
                     param.mul_(1 - lr * weight_decay)
-            group_names = {names[id(param)] for param in group["params"]}
-            for seed, coefficient in self._pending:
-                self.perturbation.add_direction_(seed, -lr * coefficient, names=group_names)
+                for seed, coefficient in self._pending:
+                    self.perturbation.add_direction_(seed, -lr * coefficient, names=(name,))
+                if before is not None and torch.equal(before, local(param)):
+                    self._warn_rounding(name, param.dtype)
+
+    def _rounding_probe(self, name: str, param: torch.Tensor) -> torch.Tensor | None:
+        """A copy of a low-precision parameter that this step should move, until one update has rounded to nothing."""
+        moving = any(coefficient for _, coefficient in self._pending) and self.perturbation.moves(name)
+        if self._warned_rounding or not moving or param.dtype.itemsize >= 4:
+            return None
+        return local(param).clone()
+
+    def _warn_rounding(self, name: str, dtype: torch.dtype) -> None:
+        """Say once that a step left a parameter exactly as it was: its update is below half its dtype's resolution."""
+        self._warned_rounding = True
+        warnings.warn(
+            f"ZOOptimizer: the update of `{name}` ({dtype}) rounded to exactly zero at step {self._steps}, so the step "
+            "left it unchanged; keep float32 master weights (load the model in float32, run the forwards under "
+            "autocast) or raise the learning rate",
+            stacklevel=2,
+        )
 
     def state_dict(self) -> dict:
-        """torch's layout: per parameter its ``step`` and, for a targeted linear weight (AGZO), its ``subspace``.
+        """torch's layout: per parameter its ``step`` and, for a targeted matrix (AGZO), its ``subspace``.
 
         Kept per parameter so that ``torch.distributed.checkpoint`` (FSDP2 checkpoints) saves and restores them:
         it keeps only ``state`` and ``param_groups``. A basis is padded to ``(in, min(rank, in))`` columns, with
@@ -167,31 +189,31 @@ class ZOOptimizer(torch.optim.Optimizer):
         state = super().state_dict()
         if not self.perturbation.is_subspace:
             return state
-        weights = {id(module.weight): name for name, module in self.perturbation.targets.linears.items()}
+        weights = {id(self.perturbation.matrix_parameter(key)): key for key in self.perturbation.matrix_names}
         for index, param in enumerate(param for group in self.param_groups for param in group["params"]):
             if id(param) in weights:
-                state["state"].setdefault(index, {}).update(self._saved_subspace(weights[id(param)], param))
+                state["state"].setdefault(index, {}).update(self._saved_subspace(weights[id(param)]))
         return state
 
-    def _saved_subspace(self, name: str, weight: torch.Tensor) -> dict[str, torch.Tensor]:
-        basis = self.perturbation.subspaces.get(name)
-        padded = torch.zeros(weight.shape[1], min(self.perturbation.config.rank, weight.shape[1]))
+    def _saved_subspace(self, key: str) -> dict[str, torch.Tensor]:
+        basis = self.perturbation.subspaces.get(key)
+        padded = torch.zeros(self.perturbation.subspace_shape(key))
         if basis is not None:
-            padded[:, : basis.shape[1]] = basis.cpu()
-        return {"subspace": padded, "subspace_rank": torch.tensor(-1 if basis is None else basis.shape[1])}
+            padded[..., : basis.shape[-1]] = basis.cpu()
+        return {"subspace": padded, "subspace_rank": torch.tensor(-1 if basis is None else basis.shape[-1])}
 
     def load_state_dict(self, state_dict: dict) -> None:
         state_dict = {**state_dict, "state": {index: dict(entry) for index, entry in state_dict["state"].items()}}
         # As torch matches them: the saved groups' keys (indices, or names from torch.distributed.checkpoint) in order.
         saved_keys = [key for group in state_dict["param_groups"] for key in group["params"]]
         params = dict(zip(saved_keys, (param for group in self.param_groups for param in group["params"]), strict=True))
-        names = {id(module.weight): name for name, module in self.perturbation.targets.linears.items()}
+        names = {id(self.perturbation.matrix_parameter(key)): key for key in self.perturbation.matrix_names}
         subspaces = {}
         for key, entry in state_dict["state"].items():
             basis, width = entry.pop("subspace", None), entry.pop("subspace_rank", None)
             if basis is not None and int(width) >= 0:  # popped before torch casts it to the weight's dtype
                 # column-major, as torch.linalg.qr returned it: the update's matmul rounds differently by layout
-                basis = basis[:, : int(width)].T.contiguous().T
+                basis = basis[..., : int(width)].mT.contiguous().mT
                 subspaces[names[id(params[key])]] = basis.to(local(params[key]).device)
         super().load_state_dict(state_dict)
         steps = [entry["step"] for entry in state_dict["state"].values() if "step" in entry]

@@ -49,8 +49,44 @@ def activation_subspace(
     rank = min(rank, in_features)
     generator = torch.Generator(device=rows.device).manual_seed(seed)
     basis = torch.randn(in_features, rank, generator=generator, device=rows.device)
+    return _range_finder(rows, basis, power_iterations, reduce_sum)
+
+
+def expert_subspaces(
+    rows: torch.Tensor,
+    counts: torch.Tensor,
+    rank: int,
+    power_iterations: int,
+    seed: int,
+    reduce_sum: Reduce | None = None,
+) -> torch.Tensor:
+    """``(experts, in, min(rank, in))`` orthonormal bases, expert ``e``'s of the span of its rows, batched over experts.
+
+    Args:
+        rows: ``(experts, rows, in)``, expert ``e``'s first ``counts[e]`` rows real and the rest zero
+            (:func:`hf_ext.zo.experts.routed_rows`); zero rows add nothing to ``A^T A``.
+        counts: ``(experts,)`` real rows per expert.
+        rank, power_iterations, seed, reduce_sum: as in :func:`activation_subspace`.
+
+    An expert with ``n < rank`` rows (summed over processes) keeps ``n`` columns, which span its rows; the
+    others are zero, since QR would fill them with rounding noise, and an expert no row reached has a zero basis.
+    """
+    experts, _, in_features = rows.shape
+    rank = min(rank, in_features)
+    generator = torch.Generator(device=rows.device).manual_seed(seed)
+    basis = torch.randn(experts, in_features, rank, generator=generator, device=rows.device)
+    basis = _range_finder(rows.float(), basis, power_iterations, reduce_sum)
+    if reduce_sum is not None:
+        counts = reduce_sum(counts)
+    spanned = torch.arange(rank, device=rows.device) < counts.to(rows.device)[:, None]
+    return torch.where(spanned[:, None, :], basis, 0)
+
+
+def _range_finder(rows: torch.Tensor, basis: torch.Tensor, power_iterations: int, reduce_sum: Reduce | None):
+    """Sharpen the test matrix ``basis`` by ``power_iterations + 1`` products with ``A^T A`` (QR after each); batched
+    over leading dimensions."""
     for _ in range(power_iterations + 1):
-        sketch = rows.T @ (rows @ basis)
+        sketch = rows.mT @ (rows @ basis)
         if reduce_sum is not None:
             sketch = reduce_sum(sketch)
         basis, _ = torch.linalg.qr(sketch)

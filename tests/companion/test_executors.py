@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -78,7 +79,11 @@ def test_a_raising_function_is_told_apart_from_a_lost_call_which_is_retried():
     dispatcher = Dispatcher(FailingFutures(failures=1), _square, retries=1)
     dispatcher.submit("a", 3)
     assert dispatcher.next_done() == ("a", 9)  # lost once, submitted again
-    dispatcher = Dispatcher(FailingFutures(failures=2), _square, retries=1)
+    failing = FailingFutures(failures=0)
+    dispatcher = Dispatcher(failing, _square, retries=1)
+    dispatcher.submit("b", 2)
+    assert dispatcher.next_done() == ("b", 4)
+    failing.failures = 2
     dispatcher.submit("a", 3)
     key, outcome = dispatcher.next_done()
     assert key == "a" and outcome == Lost("ConnectionError: worker gone", attempts=2)
@@ -90,11 +95,68 @@ def test_a_raising_function_is_told_apart_from_a_lost_call_which_is_retried():
 
 def test_an_executor_that_refuses_work_gives_a_refused_loss_at_once():
     pool = cf.ThreadPoolExecutor(1)
-    pool.shutdown()
     dispatcher = Dispatcher(pool, _square, retries=3)
+    dispatcher.submit("b", 1)
+    assert dispatcher.next_done() == ("b", 1)
+    pool.shutdown()
     dispatcher.submit("a", 2)
     key, outcome = dispatcher.next_done()
     assert outcome.refused and outcome.attempts == 1 and "shutdown" in outcome.reason
+
+
+class _Unpicklable:
+    """Branin holding a lock: it runs in this process and cannot travel to a worker process."""
+
+    dim = 2
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def __call__(self, x):
+        return BRANIN(x)
+
+
+class _Refusing(cf.Executor):
+    def submit(self, fn, /, *args, **kwargs):
+        raise RuntimeError("cannot schedule new futures after shutdown")
+
+
+def test_a_call_that_cannot_be_pickled_for_a_process_pool_is_refused_before_any_work():
+    """Issue 72: an unpicklable objective on a ProcessPoolExecutor was every evaluation lost to the pickling error,
+    and BayesianOptimization(...).run(3) returned three failed evaluations."""
+    config = BayesianOptimizationConfig(n_initial=3)
+    for pool in (cf.ProcessPoolExecutor(1), RestartingProcessPool(1)):
+        with (
+            pool,
+            pytest.raises(
+                TypeError,
+                match=r"BayesianOptimization: the function and its arguments must be "
+                r"picklable to run on a \w+ .*cannot pickle '_thread.lock' object",
+            ),
+        ):
+            BayesianOptimization(_Unpicklable(), BRANIN.bounds, config, executor=pool).run(3)
+    with cf.ProcessPoolExecutor(1) as pool, pytest.raises(TypeError, match="minimize: the function .* picklable"):
+        minimize(lambda x: 0.0, [1.0, 2.0], ESConfig(sigma0=1.0, max_evaluations=8, seed=0), executor=pool)
+    BayesianOptimization(_Unpicklable(), BRANIN.bounds, config, executor=cf.ThreadPoolExecutor(1)).run(3)
+    with cf.ProcessPoolExecutor(1) as pool:  # what pickles still runs
+        assert run_jobs(pool, _square, [(3,)]) == [9]
+
+
+def test_a_run_whose_calls_are_lost_before_any_came_back_raises_instead_of_returning_failures():
+    """Issue 72: minimize on an executor whose submit() raised counted every evaluation as NaN and returned
+    fbest=inf, and a BO run whose every evaluation was lost returned them all as failed."""
+    with pytest.raises(
+        RuntimeError,
+        match=r"minimize: call 0 was refused \(RuntimeError: cannot schedule new .*"
+        r"before any call on this _Refusing came back",
+    ):
+        minimize(_noisy_sphere, [1.0, 2.0], ESConfig(sigma0=1.0, max_evaluations=40, seed=0), executor=_Refusing())
+    loop = BayesianOptimization(
+        BRANIN, BRANIN.bounds, BayesianOptimizationConfig(n_initial=3), executor=FailingFutures(failures=10)
+    )
+    with pytest.raises(RuntimeError, match=r"BayesianOptimization: call 0 was lost 2 times \(ConnectionError"):
+        loop.run(3)
+    assert loop.history == [] and sorted(loop.pending) == [0]
 
 
 def test_run_jobs_keeps_job_order_and_in_this_process_stops_at_the_first_failure():
@@ -207,8 +269,6 @@ def test_an_evaluation_lost_on_every_retry_is_recorded_as_failed_and_the_run_goe
         False,
         False,
     ]
-
-
 
 
 @pytest.mark.slow

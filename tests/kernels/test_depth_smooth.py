@@ -29,6 +29,18 @@ def test_smoothing_is_the_weight_matrix_times_the_stack(kernel_path, depth, widt
     assert_close_to_reference(smooth(stacked, weights, offset), expected, **TOLERANCES[torch.float32])
 
 
+@pytest.mark.parametrize("with_offset", [False, True], ids=["no_offset", "offset"])
+def test_out_receives_the_result_and_is_returned(kernel_path, with_offset):
+    """An optimizer mixes into a buffer it keeps: ``out=`` writes there, and nothing else is allocated for it."""
+    stacked, weights, offset = _inputs(8, 300)
+    offset = offset if with_offset else None
+    out = torch.full_like(stacked, float("nan"))
+    result = kernel_path(depth_smooth)(stacked, weights, offset, out=out)
+    assert result is out
+    expected = weights @ stacked if offset is None else offset + weights @ (stacked - offset)
+    assert_close_to_reference(out, expected, **TOLERANCES[torch.float32])
+
+
 def test_a_hand_computed_three_block_average():
     stacked = torch.tensor([[1.0, 0.0], [4.0, 3.0], [7.0, 9.0]])
     uniform_renormalised = torch.tensor([[1 / 2, 1 / 2, 0], [1 / 3, 1 / 3, 1 / 3], [0, 1 / 2, 1 / 2]])
@@ -45,6 +57,8 @@ def test_half_precision_stacks_are_mixed_in_fp32(kernel_path, dtype):
     assert out.dtype == dtype
     expected = offset.float() + weights @ (stacked.float() - offset.float())
     assert_close_to_reference(out.float(), expected, **TOLERANCES[dtype])
+    buffer = torch.empty_like(stacked)
+    assert torch.equal(kernel_path(depth_smooth)(stacked, weights, offset, out=buffer), out)  # one rounding either way
 
 
 @pytest.mark.parametrize(
@@ -53,6 +67,9 @@ def test_half_precision_stacks_are_mixed_in_fp32(kernel_path, dtype):
         ((torch.zeros(3), torch.eye(3)), r"`stacked` must be a 2-D floating \(L, N\) tensor"),
         ((torch.zeros(3, 4), torch.eye(2)), r"`weights` must be \(3, 3\) for 3 blocks"),
         ((torch.zeros(3, 4), torch.eye(3), torch.zeros(3, 5)), "`offset` must match `stacked`"),
+        ((torch.zeros(3, 4), torch.eye(3), None, torch.zeros(3, 5)), "`out` must match `stacked`"),
+        ((torch.zeros(3, 4), torch.eye(3), None, torch.zeros(3, 4, dtype=torch.float64)), "`out` must match"),
+        ((torch.zeros(3, 4), torch.eye(3), None, torch.zeros(4, 3).T), "`out` must be contiguous"),
     ],
 )
 def test_bad_shapes_are_refused(args, message):

@@ -162,11 +162,12 @@ NEWTON_SCHULZ = (
     "its Newton-Schulz step multiplies a rounding along a small singular value by up to 3.4445 per iteration "
     "(3.4445^5 = 485 over 5): no bound from bf16 rounding is tighter than the step itself"
 )
+NO_CLIP = {"max_grad_norm": 0.0}  # LossToOptimizerTrainer refuses clipping: SPS and NGN size steps from ||g||^2
 REGISTRY: dict[type, Entry] = {
     # m: the decay's and the step's writes; k: the momentum buffer's product and sum (the step size comes from
     # the float32 loss and ||g||^2).
-    SPS: Entry(_sps, trainer=_default_trainer(_sps, LossToOptimizerTrainer), bf16_writes=2),
-    NGN: Entry(_ngn, trainer=_default_trainer(_ngn, LossToOptimizerTrainer)),
+    SPS: Entry(_sps, trainer=_default_trainer(_sps, LossToOptimizerTrainer), trainer_settings=NO_CLIP, bf16_writes=2),
+    NGN: Entry(_ngn, trainer=_default_trainer(_ngn, LossToOptimizerTrainer), trainer_settings=NO_CLIP),
     Scion: Entry(_scion, trainer=_default_trainer(_scion), bf16_roundings=None, bf16_reason=NEWTON_SCHULZ),
     # State and roots in float32: k counts the direction's cast to bf16 and the decay factor's product.
     SymmetryCurvature: Entry(
@@ -402,6 +403,19 @@ def test_step_hooks_run_once_before_and_after_and_can_be_removed(cls):
         handle.remove()
     _steps(entry, model, optimizer, 1)
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("cls", ENTRIES)
+def test_a_first_step_that_no_gradient_reaches_is_refused(cls):
+    """Issue 72: an optimizer built before ``fully_shard`` holds tensors the model no longer uses (FSDP2 gives it new
+    parameters); each of ours trained on without moving a weight. Here the model's copy takes their place."""
+    entry, model, optimizer = _built(cls)
+    if not entry.backward:
+        pytest.skip("a zeroth-order step takes no gradients")
+    replaced = copy.deepcopy(model)  # the model that computes the loss now; the optimizer holds `model`'s tensors
+    with pytest.raises(RuntimeError, match=rf"{cls.__name__}\.step\(\): none of its \d+ parameters .*`fully_shard`"):
+        optimizer.step(_closure(entry, replaced, optimizer))
+    assert not optimizer.state, "the refused step kept state"
 
 
 @pytest.mark.parametrize("cls", ENTRIES)

@@ -3,6 +3,7 @@ import math
 
 import pytest
 import torch
+import transformers as tf
 from datasets import Dataset
 from transformers import Trainer
 
@@ -50,6 +51,27 @@ def test_metrics_reach_the_trainer_logs_and_the_json_file(training_args, tmp_pat
     logged = [entry["step"] for entry in trainer.state.log_history if "plasticity/weight_norm" in entry]
     assert logged == [2, 4]
     assert [entry["step"] for entry in json.loads((tmp_path / "plasticity.json").read_text())] == [0, 2, 4]
+
+
+def test_an_encoder_decoder_gets_decoder_inputs_and_reports_each_stack():
+    config = tf.T5Config(
+        vocab_size=100, d_model=16, d_kv=8, d_ff=32, num_layers=2, num_heads=2, decoder_start_token_id=0
+    )
+    metrics = PlasticityCallback(_probe_set()).measure(tf.T5ForConditionalGeneration(config))
+    for stack in ("encoder", "decoder"):
+        assert metrics[f"plasticity/probe_accuracy/{stack}/layer_1"] >= 0
+    for stack in ("encoder", "decoder", "cross"):
+        for layer in (0, 1):
+            assert metrics[f"plasticity/attention_entropy/{stack}/layer_{layer}"] > 0
+            assert metrics[f"plasticity/qk_spectral_norm/{stack}/layer_{layer}"] > 0
+
+
+def test_an_attention_layer_without_readable_query_key_is_refused_by_name():
+    model, _ = tiny_causal_lm(hidden_size=16)
+    attention = model.model.layers[1].self_attn
+    attention.__class__ = type("OpaqueMixer", (type(attention),), {})  # its maps are returned, its module not found
+    with pytest.raises(ValueError, match=r"no attention module for layers \['layer_1'\]"):
+        PlasticityCallback(_probe_set()).measure(model)
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,11 @@
+import copy
 import math
 
+import peft
 import pytest
 import torch
+import transformers as tf
+from torch import nn
 
 from hf_ext.models import load_minilm, tiny_causal_lm
 from hf_ext.plasticity import (
@@ -32,6 +36,58 @@ def test_weight_statistics_skip_embeddings_and_vectors():
     assert stats["effective_rank_mean"] == pytest.approx(1.0, abs=1e-4)
 
 
+def test_weight_statistics_leave_out_gpt2_token_and_position_embeddings():
+    model = tf.GPT2LMHeadModel(tf.GPT2Config(n_embd=8, n_head=2, n_layer=2, vocab_size=50))
+    blocks = [p for name, p in model.named_parameters() if name.startswith("transformer.h.") and p.dim() == 2]
+    assert weight_statistics(model)["weight_norm"] == pytest.approx(math.sqrt(sum(p.pow(2).sum() for p in blocks)))
+
+
+class _Experts(nn.Module):
+    """Mixture-of-experts tensors as transformers 5 stores them: (experts, out, in)."""
+
+    def __init__(self, stacked: torch.Tensor):
+        super().__init__()
+        self.gate_up_proj = nn.Parameter(stacked)
+
+
+def test_each_expert_of_a_stack_counts_as_the_matrix_it_is_alone():
+    stacked = torch.randn(3, 6, 4, generator=torch.Generator().manual_seed(0))
+    stacked[1, :, 1:] = 0  # expert 1 has rank 1: a stack read as one matrix would hide it
+    alone = nn.ModuleList(nn.Linear(4, 6, bias=False) for _ in range(3))
+    with torch.no_grad():
+        for linear, expert in zip(alone, stacked, strict=True):
+            linear.weight.copy_(expert)
+    stats, expected = weight_statistics(_Experts(stacked)), weight_statistics(alone)
+    assert stats["weight_norm"] == pytest.approx(expected["weight_norm"])
+    assert stats["effective_rank_mean"] == pytest.approx(expected["effective_rank_mean"])
+    assert stats["effective_rank_mean"] < 3.5  # (two near-4 ranks and a 1) / 3
+
+
+def _lora_llama(**lora):
+    model, _ = tiny_causal_lm(hidden_size=8)
+    config = peft.LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "k_proj", "up_proj"], **lora)
+    model = peft.get_peft_model(model, config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(generator=torch.Generator().manual_seed(1))  # lora_B starts at zero
+    return model
+
+
+def test_weight_metrics_of_a_lora_model_read_its_merged_weights():
+    model = _lora_llama()
+    merged = copy.deepcopy(model).merge_and_unload()
+    attention, merged_attention = model.base_model.model.model.layers[0].self_attn, merged.model.layers[0].self_attn
+    assert query_key_norms(attention) == pytest.approx(query_key_norms(merged_attention))
+    assert weight_statistics(model) == pytest.approx(weight_statistics(merged))
+
+
+def test_a_lora_variant_whose_weight_is_no_sum_is_refused_by_layer():
+    model = _lora_llama(use_dora=True)
+    with pytest.raises(ValueError, match=r"layers\.0\.self_attn\.q_proj \(Linear\) has adapters \['default'\] whose"):
+        weight_statistics(model)
+
+
 def test_query_key_norms_on_hand_set_llama_weights():
     """hidden 4, 2 query heads of dim 2 sharing one key head: W_Q^h (W_K)^T has known norms."""
     model, _ = tiny_causal_lm(hidden_size=4)
@@ -43,6 +99,67 @@ def test_query_key_norms_on_hand_set_llama_weights():
     norms = query_key_norms(attention)
     assert norms["qk_spectral_norm"] == pytest.approx(2.5)
     assert norms["qk_frobenius_norm"] == pytest.approx(2.5 * math.sqrt(2))
+
+
+# hidden 4, 2 query heads of dim 2 and the key heads of each layout, set as in the Llama test above.
+FUSED = {
+    "gpt2": (
+        tf.GPT2Config(n_embd=4, n_head=2, n_layer=1, vocab_size=8),
+        tf.GPT2LMHeadModel,
+        "transformer.h.0.attn.c_attn",
+    ),
+    "gpt_neox": (
+        tf.GPTNeoXConfig(hidden_size=4, num_attention_heads=2, num_hidden_layers=1, intermediate_size=8, vocab_size=8),
+        tf.GPTNeoXForCausalLM,
+        "gpt_neox.layers.0.attention.query_key_value",
+    ),
+    "phi3": (
+        tf.Phi3Config(
+            hidden_size=4,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            num_hidden_layers=1,
+            intermediate_size=8,
+            vocab_size=8,
+            pad_token_id=0,
+        ),
+        tf.Phi3ForCausalLM,
+        "model.layers.0.self_attn.qkv_proj",
+    ),
+}
+
+
+def _fused_query_key_value(architecture: str) -> torch.Tensor:
+    """The fused (d_out, hidden) map whose query heads are 2I and 3I (on the first two inputs), keys I, values 7I."""
+    eye = torch.eye(2, 4)
+    if architecture == "gpt_neox":  # per head: its query, its key, its value
+        return torch.cat([2 * eye, eye, 7 * eye, 3 * eye, eye, 7 * eye])
+    key_heads = 1 if architecture == "phi3" else 2
+    return torch.cat([2 * eye, 3 * eye, *[eye] * key_heads, *[7 * eye] * key_heads])
+
+
+@pytest.mark.parametrize("architecture", sorted(FUSED))
+def test_fused_query_key_value_projections_are_split_by_the_head_layout(architecture):
+    config, model_class, path = FUSED[architecture]
+    model = model_class(config)
+    projection, attention = model.get_submodule(path), model.get_submodule(path.rpartition(".")[0])
+    with torch.no_grad():
+        weight = _fused_query_key_value(architecture)
+        projection.weight.copy_(weight.T if architecture == "gpt2" else weight)  # GPT-2's Conv1D stores (in, out)
+    norms = query_key_norms(attention)
+    assert norms["qk_spectral_norm"] == pytest.approx(2.5)
+    assert norms["qk_frobenius_norm"] == pytest.approx(2.5 * math.sqrt(2))
+
+
+def test_a_fused_projection_that_does_not_fit_the_head_layout_is_refused():
+    config, model_class, path = FUSED["phi3"]
+    attention = model_class(config).get_submodule(path.rpartition(".")[0])
+    four_heads = copy.deepcopy(config)
+    four_heads.num_attention_heads = four_heads.num_key_value_heads = 4
+    with pytest.raises(
+        ValueError, match=r"Phi3Attention.qkv_proj has 8 output rows, which do not fit .* 4 query heads"
+    ):
+        query_key_norms(attention, four_heads)
 
 
 def test_query_key_norms_on_bert_attention():

@@ -2,8 +2,17 @@ import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.utils import parametrize
+from transformers.pytorch_utils import Conv1D
 
-from hf_ext.quant import ProgressiveBinaryLinear, rank_one_scales, relative_binary_error
+from hf_ext.quant import (
+    MixedBinaryWeight,
+    ProgressiveBinaryLinear,
+    ProgressiveBinaryWeight,
+    mean_abs_scales,
+    rank_one_scales,
+    relative_binary_error,
+)
 
 
 def _pair(seed=0, in_features=12, out_features=7, init="svid", ste_clip=1.0):
@@ -139,3 +148,73 @@ def test_the_layer_shares_the_dense_weight_and_saves_mix_and_scales():
 def test_bad_arguments_name_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ProgressiveBinaryLinear.from_linear(nn.Linear(4, 3), **kwargs)
+
+
+@pytest.mark.parametrize("ste_clip", [0.5, None])
+def test_a_stack_of_matrices_is_binarized_batched_as_each_matrix_alone(ste_clip):
+    """Expert stacks (experts, out, in): scales per expert and output unit, and the mixed weight's gradients, as
+    each expert alone would get them."""
+    generator = torch.Generator().manual_seed(0)
+    stack = torch.randn(3, 7, 12, generator=generator)
+    for scales in (rank_one_scales, mean_abs_scales):
+        stacked, alone = scales(stack), [scales(matrix) for matrix in stack]
+        for got, expected in zip(stacked, zip(*alone, strict=True), strict=True):
+            torch.testing.assert_close(got, torch.stack(expected), rtol=1e-6, atol=0)
+    row, col = (scale.requires_grad_() for scale in rank_one_scales(stack))
+    weight, mix, upstream = stack.clone().requires_grad_(), torch.tensor(0.3), torch.randn(3, 7, 12)
+    mixed = MixedBinaryWeight.apply(weight, row, col, mix, ste_clip)
+    (mixed * upstream).sum().backward()
+    for expert in range(3):
+        parts = [t.detach()[expert].clone().requires_grad_() for t in (stack, row, col)]
+        alone = MixedBinaryWeight.apply(*parts, mix, ste_clip)
+        (alone * upstream[expert]).sum().backward()
+        torch.testing.assert_close(mixed[expert], alone, rtol=0, atol=0)
+        for got, part in zip((weight, row, col), parts, strict=True):
+            torch.testing.assert_close(got.grad[expert], part.grad, rtol=1e-6, atol=1e-7)
+
+
+def test_a_conv1d_weight_binarizes_as_the_linear_map_it_stores_transposed():
+    """A ``Conv1D`` stores ``(in, out)``: parametrized with ``transposed``, it gets the scales, outputs and
+    gradients of the ``nn.Linear`` holding ``W.T``."""
+    torch.manual_seed(0)
+    conv = Conv1D(7, 12)  # 12 in, 7 out
+    linear = nn.Linear(12, 7)
+    with torch.no_grad():
+        linear.weight.copy_(conv.weight.T)
+        linear.bias.copy_(conv.bias)
+    binarizer = ProgressiveBinaryWeight(conv.weight, transposed=True)
+    parametrize.register_parametrization(conv, "weight", binarizer)
+    layer = ProgressiveBinaryLinear.from_linear(linear)
+    assert torch.equal(binarizer.row_scale, layer.row_scale) and torch.equal(binarizer.col_scale, layer.col_scale)
+    x = torch.randn(2, 5, 12)
+    for mix in (0.3, 1.0):
+        binarizer.mix.fill_(mix)
+        layer.mix.fill_(mix)
+        conv.zero_grad()
+        layer.zero_grad()
+        conv(x).pow(2).sum().backward()
+        layer(x).pow(2).sum().backward()
+        torch.testing.assert_close(conv(x), layer(x), rtol=1e-6, atol=1e-6)
+        latent = conv.parametrizations.weight.original
+        torch.testing.assert_close(latent.grad, layer.weight.grad.T, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(binarizer.row_scale.grad, layer.row_scale.grad, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(binarizer.col_scale.grad, layer.col_scale.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_the_scales_of_a_frozen_weight_stay_frozen():
+    linear, conv = nn.Linear(4, 3).requires_grad_(False), Conv1D(3, 4).requires_grad_(False)
+    layer, binarizer = ProgressiveBinaryLinear.from_linear(linear), ProgressiveBinaryWeight(conv.weight, True)
+    assert not any(scale.requires_grad for scale in (layer.row_scale, layer.col_scale, binarizer.row_scale))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"weight": torch.ones(4)}, r"ProgressiveBinaryWeight: `weight` must be a matrix or a stack .* shape \(4,\)"),
+        ({"init": "median"}, r"ProgressiveBinaryWeight: `init` must be one of \['svid', 'mean_abs'\]"),
+        ({"ste_clip": -1.0}, "ProgressiveBinaryWeight: `ste_clip` must be > 0 or None"),
+    ],
+)
+def test_bad_weights_and_arguments_of_the_parametrization_name_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ProgressiveBinaryWeight(**{"weight": torch.ones(3, 4)} | kwargs)

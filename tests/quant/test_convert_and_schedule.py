@@ -10,10 +10,12 @@ from hf_ext.quant import (
     LogitDistillationTrainer,
     ProgressiveBinarizationCallback,
     ProgressiveBinaryLinear,
+    ProgressiveBinaryWeight,
     binarization_mix,
     binarize_model,
     binary_layers,
     ramp_length,
+    set_binarization_mix,
 )
 
 
@@ -44,6 +46,73 @@ def test_targets_that_match_nothing_are_refused_naming_the_layers(tiny_pair):
     binarize_model(model)
     with pytest.raises(ValueError, match="matches no full-precision nn.Linear"):
         binarize_model(model)  # already binarized
+
+
+def _lora(model):
+    import peft
+
+    config = peft.LoraConfig(r=2, target_modules=["q_proj", "up_proj"], lora_dropout=0.0)
+    return peft.get_peft_model(model, config)
+
+
+def test_on_a_peft_model_only_the_base_is_binarized_and_its_frozen_scales_stay_frozen(tiny_pair):
+    model = _lora(tiny_pair[0])
+    trainable = {name for name, parameter in model.named_parameters() if parameter.requires_grad}
+    errors = binarize_model(model)
+    assert len(errors) == 2 * 7 and not any("lora_" in name for name in errors)
+    assert isinstance(model.get_submodule(next(n for n in errors if n.endswith("q_proj.base_layer"))), nn.Linear)
+    assert {name for name, parameter in model.named_parameters() if parameter.requires_grad} == trainable
+    assert all(not layer.row_scale.requires_grad for layer in binary_layers(model).values())
+
+
+def test_target_modules_name_a_peft_wrapped_layer_by_its_own_name(tiny_pair):
+    model = _lora(tiny_pair[0])
+    assert sorted(binarize_model(model, target_modules=["q_proj"])) == [
+        f"base_model.model.model.layers.{i}.self_attn.q_proj.base_layer" for i in range(2)
+    ]
+
+
+class _Experts(nn.Module):
+    """transformers 5's mixture-of-experts storage: expert stacks and per-expert biases (GPT-OSS)."""
+
+    num_experts = 3
+
+    def __init__(self):
+        super().__init__()
+        self.gate_up_proj = nn.Parameter(torch.randn(3, 8, 4))
+        self.gate_up_proj_bias = nn.Parameter(torch.randn(3, 8))
+
+
+class _Router(nn.Module):
+    num_experts = 3
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(3, 4))
+        self.bias = nn.Parameter(torch.randn(3))
+
+
+class _Mixer(nn.Module):
+    """A raw matrix that is no linear map (Mamba's ``A_log``): not binarized."""
+
+    def __init__(self):
+        super().__init__()
+        self.A_log = nn.Parameter(torch.randn(4, 3))
+
+
+def test_expert_stacks_and_routers_are_binarized_and_other_raw_tensors_are_not():
+    torch.manual_seed(0)
+    model = nn.ModuleDict({"experts": _Experts(), "gate": _Router(), "mixer": _Mixer()})
+    assert sorted(binarize_model(model)) == ["experts.gate_up_proj", "gate"]
+    stack = binary_layers(model)["experts.gate_up_proj"]
+    assert isinstance(stack, ProgressiveBinaryWeight)
+    assert stack.row_scale.shape == (3, 8) and stack.col_scale.shape == (3, 4)
+    assert isinstance(model["experts"].gate_up_proj_bias, nn.Parameter)
+    assert isinstance(model["mixer"].A_log, nn.Parameter)
+    set_binarization_mix(model, 1.0)
+    signs = torch.where(model["experts"].parametrizations.gate_up_proj.original >= 0, 1.0, -1.0)
+    expected = stack.row_scale[..., None] * signs * stack.col_scale[:, None, :]
+    assert torch.equal(model["experts"].gate_up_proj, expected)
 
 
 @pytest.mark.parametrize(

@@ -78,3 +78,17 @@ def test_a_nan_loss_stops_training_naming_the_step_before_the_weights_change(tin
     with pytest.raises(FloatingPointError, match=r"LogitDistillationTrainer: the training loss is nan at step 1;"):
         trainer.train()
     assert all(torch.equal(tensor, before[name]) for name, tensor in model.state_dict().items())
+
+
+def test_without_the_shift_position_t_is_scored_on_label_t_for_sequences_and_classes():
+    """An encoder-decoder's decoder (fed shifted labels) and a classifier predict ``labels[t]``, not ``t + 1``."""
+    generator = torch.Generator().manual_seed(0)
+    sequence, classes = torch.randn(2, 5, 11, generator=generator), torch.randn(3, 4, generator=generator)
+    labels = torch.randint(0, 11, (2, 5), generator=generator)
+    labels[1, 0] = -100
+    kept = labels != -100
+    lm = distillation_loss(sequence, sequence, labels, shift=False)["lm"]
+    torch.testing.assert_close(lm, F.cross_entropy(sequence[kept], labels[kept]))
+    class_labels = torch.tensor([0, 3, 1])
+    lm = distillation_loss(classes, classes, class_labels, shift=False)["lm"]
+    torch.testing.assert_close(lm, F.cross_entropy(classes, class_labels))

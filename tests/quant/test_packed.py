@@ -128,3 +128,76 @@ def test_a_truncated_config_is_named_as_invalid_json(binary_model, tmp_path):
     config.write_bytes(config.read_bytes()[:40])
     with pytest.raises(ValueError, match=r"load_packed: '.*config\.json' is not valid JSON"):
         load_packed(tmp_path)
+
+
+def test_a_packed_layer_reads_as_its_dense_binary_weight_and_refuses_a_new_one(binary_model, tmp_path):
+    """What code written for nn.Linear reads of ``weight`` (T5's dtype check, PEFT's device): the binary weight."""
+    save_packed(binary_model, tmp_path)
+    layer = load_packed(tmp_path).model.layers[0].mlp.down_proj
+    assert isinstance(layer, PackedBinaryLinear)
+    assert torch.equal(layer.weight, binary_model.model.layers[0].mlp.down_proj.effective_weight())
+    assert (layer.weight.dtype, layer.weight.device) == (layer.row_scale.dtype, layer.packed.device)
+    with pytest.raises(AttributeError):
+        layer.weight = torch.zeros(16, 64)
+
+
+def _tiny(config_class, model_class, **fields):
+    torch.manual_seed(0)
+    return model_class(config_class(vocab_size=64, hidden_size=16, num_hidden_layers=1, **fields))
+
+
+def _binary(model):
+    binarize_model(model)
+    set_binarization_mix(model, 1.0)
+    return model.eval()
+
+
+def test_a_model_is_rebuilt_from_the_class_it_was_saved_from(tmp_path):
+    """T5 is no causal LM: load_packed builds the class save_packed recorded in the config's ``architectures``."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    config = T5Config(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=4, decoder_start_token_id=0)
+    model = _binary(T5ForConditionalGeneration(config))
+    save_packed(model, tmp_path)
+    packed = load_packed(tmp_path)
+    assert type(packed) is T5ForConditionalGeneration and model.config.architectures is None
+    ids = torch.randint(0, 64, (2, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(packed(ids, labels=ids).logits, model(ids, labels=ids).logits, rtol=1e-5, atol=1e-5)
+
+
+def _mixtral(num_experts=4):
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    return _tiny(
+        MixtralConfig,
+        MixtralForCausalLM,
+        intermediate_size=24,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        num_local_experts=num_experts,
+        num_experts_per_tok=2,
+    )
+
+
+def test_expert_stacks_are_stored_as_bits_and_unpack_to_the_binary_experts_bit_for_bit(tmp_path):
+    model = _binary(_mixtral())
+    sizes = save_packed(model, tmp_path)
+    tensors = load_file(tmp_path / "packed_binary.safetensors")
+    bits = tensors["model.layers.0.mlp.experts.gate_up_proj.packed"]
+    assert bits.dtype == torch.uint8 and bits.shape == (4, 48, 2)  # (experts, 2 * intermediate, hidden / 8)
+    assert tensors["model.layers.0.mlp.experts.gate_up_proj.row_scale"].shape == (4, 48)
+    assert tensors["model.layers.0.mlp.gate.packed"].shape == (4, 2)  # the router: (experts, hidden / 8)
+    assert not any("parametrizations" in key or key.endswith("experts.down_proj") for key in tensors)
+    assert sizes["packed_linear_bytes"] < sizes["fp16_linear_bytes"] / 3  # fp32 scales weigh at hidden 16
+    packed = load_packed(tmp_path)
+    for name in ("gate_up_proj", "down_proj"):
+        expected = getattr(model.model.layers[0].mlp.experts, name)
+        assert torch.equal(getattr(packed.model.layers[0].mlp.experts, name), expected)
+    assert torch.equal(packed.model.layers[0].mlp.gate.weight, model.model.layers[0].mlp.gate.weight)
+
+
+def test_a_model_with_other_expert_stacks_is_refused(tmp_path):
+    save_packed(_binary(_mixtral()), tmp_path)
+    with pytest.raises(ValueError, match=r"'model.layers.0.mlp.gate' packs maps of shape \(4,\) x 16 but `model` has"):
+        load_packed(tmp_path, _mixtral(num_experts=2))

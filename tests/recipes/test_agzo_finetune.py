@@ -1,9 +1,12 @@
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
+from hf_ext._settings import SettingsError
 from hf_ext.recipes import agzo_finetune, recipes_dir
 from hf_ext.recipes.agzo_finetune import (
     AGZOFinetuneArguments,
@@ -122,19 +125,51 @@ def test_workers_must_be_a_positive_integer(workers):
         AGZOFinetuneArguments(workers=workers)
 
 
+class _TwoProcesses:
+    num_processes = 2
+
+
 def test_workers_are_refused_under_a_launch_of_several_processes(monkeypatch, tmp_path):
     """Under accelerate launch every process trains each run together; workers would train each run per process."""
-
-    class TwoProcesses:
-        num_processes = 2
-
-    monkeypatch.setattr(agzo_finetune, "PartialState", TwoProcesses)
+    monkeypatch.setattr(agzo_finetune, "PartialState", _TwoProcesses)
     config = recipes_dir() / "configs" / "agzo_finetune.yaml"
-    with pytest.raises(ValueError, match="`workers` must be 1 under a launch of 2 processes"):
+    with pytest.raises(SettingsError, match="`workers` must be 1 under a launch of 2 processes"):
         main(["--config", str(config), "--workers", "2", "--output_dir", str(tmp_path)])
+
+
+def test_the_shipped_configs_workers_follow_a_launch_of_several_processes(monkeypatch, tmp_path):
+    """Issue 72: `hf-ext run agzo_finetune --accelerate-config fsdp2_cpu_2proc` refused the `workers: 2` of the
+    shipped config, which the user never wrote."""
+
+    def jobs_run(fn, jobs, workers, *args, **kwargs):
+        raise RuntimeError(f"{len(jobs)} runs, {workers} at once")
+
+    monkeypatch.setattr(agzo_finetune, "PartialState", _TwoProcesses)
+    monkeypatch.setattr(agzo_finetune, "run_all", jobs_run)
+    config = recipes_dir() / "configs" / "agzo_finetune.yaml"
+    with pytest.raises(RuntimeError, match="2 runs, 1 at once"):
+        main(["--config", str(config), "--output_dir", str(tmp_path)])
+    own = tmp_path / "mine.yaml"  # a config of the user's own is what they wrote
+    own.write_text("workers: 2\n")
+    with pytest.raises(SettingsError, match="`workers` must be 1 under a launch of 2 processes"):
+        main(["--config", str(own), "--output_dir", str(tmp_path)])
 
 
 @pytest.mark.parametrize("seeds", [[0, 0], [-1]])
 def test_seeds_must_be_distinct_and_non_negative(seeds):
     with pytest.raises(ValueError, match="`seeds` must be distinct non-negative integers"):
         AGZOFinetuneArguments(seeds=seeds)
+
+
+@pytest.mark.slow  # two launches of two processes, ~2 minutes
+def test_two_processes_take_the_shipped_workers_and_refuse_the_users_in_one_line(tmp_path, run_on_two_processes):
+    """Issue 72: the README's `--accelerate-config fsdp2_cpu_2proc` run refused the shipped `workers: 2`, and
+    `workers=2` under `cpu_2proc` printed a traceback per rank before the line that said why."""
+    run_on_two_processes("agzo_finetune", ["max_steps=1", "methods=agzo"], accelerate_config="fsdp2_cpu_2proc")
+    assert (tmp_path / "results.json").is_file()
+    command = [sys.executable, "-m", "hf_ext.cli", "run", "agzo_finetune", "--accelerate-config", "cpu_2proc"]
+    command += ["workers=2", "max_steps=1", f"output_dir={tmp_path / 'refused'}"]
+    refused = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1].startswith("agzo_finetune: `workers` must be 1 under a launch of 2")

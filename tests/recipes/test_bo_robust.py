@@ -84,11 +84,23 @@ def test_the_runs_go_to_the_executor_given_and_end_as_in_this_process(tmp_path, 
         ({"objectives": []}, "`objectives` must be a non-empty list"),
         ({"corruptions": ["huge"]}, "`corruptions` must be 'none' or positive magnitudes"),
         ({"placement": "worst"}, r"`placement` must be one of \['random', 'best'\]"),
+        ({"exponent": -1.0}, r"`exponent` must be in \(0, 1\), got -1.0"),
+        ({"direction": 0}, "`direction` must be -1 or 1, got 0"),
+        ({"workers": 0}, "BORobustArguments: `workers` must be an integer >= 1, got 0"),
     ],
 )
 def test_bad_arguments_name_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
         BORobustArguments(**kwargs)
+
+
+@pytest.mark.parametrize("setting", [("--exponent", "-1"), ("--direction", "0"), ("--workers", "0")])
+def test_a_refused_setting_leaves_nothing_for_the_corrected_rerun_to_be_refused_by(tmp_path, setting):
+    """Issue 72: `exponent=-1` was refused once the runs started, after settings.json was written, so the corrected
+    rerun into the same output_dir was refused as a changed resume."""
+    with pytest.raises(ValueError, match=f"`{setting[0][2:]}` must be"):
+        main(_flags(tmp_path / "out", *setting))
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_loop_settings_are_the_configs_own_less_what_each_run_sets():
@@ -139,8 +151,7 @@ def test_a_rerun_with_other_settings_is_refused_and_one_with_the_same_resumes(tm
 def test_a_run_sigkilled_mid_way_and_resumed_in_a_new_process_ends_as_the_uninterrupted_one(tmp_path, resume_check):
     """Issue 37: RCGP's warm start was lost with the process, so the resumed RCGP run diverged at its first fit.
 
-    Killed after round 8 of 10 (6 Sobol rounds, then fits that warm-start from the one before). The warning
-    counts are this invocation's own (results.json says so), so they are left out of the comparison.
+    Killed after round 8 of 10 (6 Sobol rounds, then fits that warm-start from the one before).
     """
     flags = ["--config", str(shipped_config("bo_robust_quick")), "--methods", "rcgp_ucb_stable"]
     history = "histories/branin/1e6/rcgp_ucb_stable/seed_0.jsonl"
@@ -148,9 +159,22 @@ def test_a_run_sigkilled_mid_way_and_resumed_in_a_new_process_ends_as_the_uninte
         resume_check.module_command("hf_ext.recipes.bo_robust", *flags, "--corruptions", "1e6", "--workers", "1"),
         lambda folder: resume_check.lines(folder / history) >= 8,
         tmp_path,
-        ignored_keys={"results.json": {"warnings"}},
     )
     assert outputs[history].count(b"\n") == 10 and b'"model_factory_state": {"' in outputs[history]
+
+
+def test_a_resumed_study_counts_the_warnings_of_its_restored_rounds(tmp_path, resume_check):
+    """Issue 72: after a resume results.json counted only the resumed invocation's warnings (30 against 34, "2 of 15
+    runs" against "3 of 15"). Killed with seed 0 done and seed 1 after round 8 (a fit, and a warning, per round)."""
+    flags = ["--config", str(shipped_config("bo_robust_quick")), "--methods", "gp_ts", "--seeds", "0", "1"]
+    history = "histories/branin/none/gp_ts/seed_1.jsonl"
+    outputs = resume_check.assert_resumes_identically(
+        resume_check.module_command("hf_ext.recipes.bo_robust", *flags, "--corruptions", "none", "--workers", "1"),
+        lambda folder: resume_check.lines(folder / history) >= 8,
+        tmp_path,
+    )
+    counted = json.loads(outputs["results.json"].decode())["warnings"]  # compared with the whole run's above
+    assert set(counted["runs"]) == {"branin/none/gp_ts/seed_0", "branin/none/gp_ts/seed_1"}  # both raised some
 
 
 @pytest.mark.parametrize("launch", [[], pytest.param(["--accelerate-config", "cpu_2proc"], marks=pytest.mark.slow)])

@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,24 @@ def test_a_run_killed_after_a_checkpoint_resumes_from_it_in_a_new_process_as_the
     assert (tmp_path / "resumed" / first).stat().st_mtime_ns == written["first"]
     assert {"checkpoint-4/model.safetensors", "checkpoint-4/optimizer.pt", "loss.png"} <= outputs.keys()
     assert [step for step, _ in json.loads(outputs["results.json"])["loss"]] == [1, 2, 3, 4]
+
+
+def test_a_resume_under_other_settings_is_refused_in_one_line_and_a_longer_run_is_not(tmp_path):
+    """Issue 72: rerun with `learning_rate=1e-3` added, the run resumed from its last checkpoint, trained 0 steps and
+    rewrote results.json (which did not record the training arguments), with exit status 0 and no word."""
+    config = str(recipes_dir() / "configs" / "sft_arithmetic.yaml")
+    run = ["--config", config, *_flags([*TINY_RUN, "num_train=8", "save_strategy=steps", "save_steps=1"])]
+    run += ["--resume_from_checkpoint", "last", "--output_dir", str(tmp_path)]
+    main([*run, "--max_steps", "1"])
+    results = (tmp_path / "results.json").read_bytes()
+    assert json.loads((tmp_path / "settings.json").read_text())["learning_rate"] == 5e-5  # beside the results
+
+    command = [sys.executable, "-m", "hf_ext.recipes.sft_arithmetic", *run, "--max_steps", "1"]
+    refused = subprocess.run([*command, "--learning_rate", "1e-3"], capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr[-3000:]
+    assert f"cannot resume the checkpoint {tmp_path / 'checkpoint-1'} under other settings" in refused.stderr
+    assert "learning_rate: stored 5e-05, now 0.001. Rerun with the stored settings" in refused.stderr
+    assert (tmp_path / "results.json").read_bytes() == results
+
+    longer = main([*run, "--max_steps", "2"])  # as transformers resumes: on to the new end
+    assert [step for step, _ in longer["loss"]] == [2] and (tmp_path / "checkpoint-2").is_dir()

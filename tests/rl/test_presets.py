@@ -45,6 +45,9 @@ def test_shipped_recipe_config_matches_the_presets():
     [
         (lambda: grpo_preset("lion"), r"`optimizer` must be one of \['sgd', 'adamw'\], got 'lion'"),
         (lambda: sgd_grpo_config(optim="adamw_torch"), r"\['optim'\] are set by the 'sgd' preset"),
+        # issue 72: accepted, and refused by torch's SGD only once training started
+        (lambda: sgd_grpo_config(learning_rate=-1.0), r"GRPOConfig: `learning_rate` must be >= 0, got -1.0"),
+        (lambda: adamw_grpo_config(max_steps=-5), r"GRPOConfig: `max_steps` must be a number of steps >= 1, or -1"),
     ],
 )
 def test_unknown_optimizer_or_conflicting_override_is_rejected(call, message):

@@ -1,6 +1,7 @@
 import pytest
 import torch
 from torch import nn
+from transformers import MixtralConfig, MixtralForCausalLM
 
 
 class LeastSquares(nn.Module):
@@ -57,3 +58,30 @@ def low_rank_batch():
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(32, 3, generator=generator) @ torch.randn(3, 6, generator=generator)
     return {"x": x, "y": torch.randn(32, 4, generator=generator)}
+
+
+def tiny_mixtral(seed: int = 0) -> MixtralForCausalLM:
+    """One Mixtral block, 4 experts of which each token takes 2: a router and two expert tensors to perturb."""
+    torch.manual_seed(seed)
+    config = MixtralConfig(
+        hidden_size=16,
+        intermediate_size=24,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        vocab_size=32,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    )
+    return MixtralForCausalLM(config).eval()
+
+
+@pytest.fixture
+def make_tiny_mixtral():
+    return tiny_mixtral
+
+
+@pytest.fixture
+def token_batch():
+    ids = torch.randint(0, 32, (2, 7), generator=torch.Generator().manual_seed(2))
+    return {"input_ids": ids, "labels": ids}

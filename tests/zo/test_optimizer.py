@@ -1,6 +1,7 @@
 import copy
 import math
 import pickle
+import warnings
 
 import pytest
 import torch
@@ -168,7 +169,12 @@ def test_a_closure_step_refuses_estimates_already_accumulated(least_squares, low
         optimizer.step(_loss(least_squares, low_rank_batch))
 
 
-def test_state_dict_round_trip_under_a_scheduler_is_bit_exact(make_two_layers, low_rank_batch):
+@pytest.mark.parametrize("architecture", ["linear", "moe"])
+def test_state_dict_round_trip_under_a_scheduler_is_bit_exact(
+    architecture, make_two_layers, low_rank_batch, make_tiny_mixtral, token_batch
+):
+    """``moe``: a router's and each expert tensor's ``(experts, in, r)`` bases are saved and restored too."""
+    make_model, batch = (make_tiny_mixtral, token_batch) if architecture == "moe" else (make_two_layers, low_rank_batch)
     config = AGZOConfig(rank=2, subspace_refresh_interval=2)
 
     def build(model):
@@ -177,22 +183,27 @@ def test_state_dict_round_trip_under_a_scheduler_is_bit_exact(make_two_layers, l
 
     def train(model, optimizer, scheduler, steps):
         for _ in range(steps):
-            optimizer.step(_loss(model, low_rank_batch))
+            optimizer.step(_loss(model, batch))
             scheduler.step()
 
-    straight = make_two_layers()
+    straight = make_model()
     train(straight, *build(straight), steps=5)
-    interrupted = make_two_layers()
+    interrupted = make_model()
     optimizer, scheduler = build(interrupted)
     train(interrupted, optimizer, scheduler, steps=3)  # step 3 reuses the subspaces of step 2
     saved = copy.deepcopy(
         {"model": interrupted.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}
     )
-    resumed = make_two_layers(seed=9)
+    resumed = make_model(seed=9)
     resumed.load_state_dict(saved["model"])
     optimizer, scheduler = build(resumed)
     optimizer.load_state_dict(saved["optimizer"])
     scheduler.load_state_dict(saved["scheduler"])
+    assert {key: basis.dim() for key, basis in optimizer.perturbation.subspaces.items() if "experts" in key} == (
+        {"model.layers.0.mlp.experts.gate_up_proj": 3, "model.layers.0.mlp.experts.down_proj": 3}
+        if architecture == "moe"
+        else {}
+    )
     train(resumed, optimizer, scheduler, steps=2)
     final = dict(resumed.named_parameters())
     assert all(torch.equal(param, final[name]) for name, param in straight.named_parameters())
@@ -242,3 +253,31 @@ def test_a_bf16_update_agrees_with_the_fp32_one(make_least_squares, config):
     bound = 3 * 2**-8 * model.proj.weight.detach().float().abs().max().item()
     torch.testing.assert_close(updates[torch.bfloat16], updates[torch.float32], atol=bound, rtol=0)
     assert updates[torch.float32].abs().max() > 10 * bound
+
+
+def test_a_non_scalar_loss_is_refused_with_its_shape(least_squares, low_rank_batch):
+    """Issue 72: a per-sample loss failed deep inside the step with a reshape error."""
+    optimizer = ZOOptimizer(ZOPerturbation(least_squares, MeZOConfig()))
+    with pytest.raises(ValueError, match=r"the loss must be a scalar, got a tensor of shape \(32,\)"):
+        optimizer.step(lambda: least_squares.proj(low_rank_batch["x"]).pow(2).sum(-1))
+    assert optimizer.state_dict()["state"][0]["step"] == 0
+
+
+def test_a_bf16_update_that_rounds_to_nothing_is_reported_once_by_name(make_least_squares, low_rank_batch):
+    """Issue 72: a bf16 step whose update rounded to exactly zero was accepted silently."""
+    model = make_least_squares().to(torch.bfloat16)
+    batch = {name: value.to(torch.bfloat16) for name, value in low_rank_batch.items()}
+    optimizer = ZOOptimizer(ZOPerturbation(model, MeZOConfig(eps=0.1)), lr=1e-9)
+    before = model.proj.weight.detach().clone()
+    with pytest.warns(
+        UserWarning, match=r"update of `proj.weight` \(torch.bfloat16\) rounded to exactly zero"
+    ) as caught:
+        optimizer.step(_loss(model, batch))
+        optimizer.step(_loss(model, batch))
+    assert len(caught) == 1 and "float32 master weights" in str(caught[0].message)
+    assert torch.equal(model.proj.weight, before)
+    fresh = ZOOptimizer(ZOPerturbation(model, MeZOConfig(eps=0.1)), lr=1e-1)  # an update that moves says nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fresh.step(_loss(model, batch))
+    assert not torch.equal(model.proj.weight, before)

@@ -1,9 +1,11 @@
+import pytest
 import torch
 import torch._dynamo.testing
 from torch import nn
+from transformers.pytorch_utils import Conv1D
 
 import hf_ext.zo.perturbation as perturbation_module
-from hf_ext.zo import AGZOConfig, ZOOptimizer, estimate_projected_gradients
+from hf_ext.zo import AGZOConfig, MeZOConfig, ZOOptimizer, estimate_projected_gradients
 from hf_ext.zo.perturbation import ZOPerturbation
 
 
@@ -107,3 +109,63 @@ def test_a_compiled_model_is_perturbed_exactly_as_the_eager_one_without_recompil
                 assert torch.equal(compiled(**low_rank_batch)["loss"], model(**low_rank_batch)["loss"])
             frames.append(counter.frame_count)
     assert frames[0] > 0 and frames == frames[:1] * 4
+
+
+class OneProjection(nn.Module):
+    """``tanh(proj(x))`` regressed on zero; ``proj`` an ``nn.Linear`` or GPT-2's ``Conv1D`` holding its transpose."""
+
+    def __init__(self, conv1d: bool):
+        super().__init__()
+        torch.manual_seed(0)
+        linear = nn.Linear(6, 5)
+        self.proj = linear
+        if conv1d:
+            self.proj = Conv1D(5, 6)
+            with torch.no_grad():
+                self.proj.weight.copy_(linear.weight.T)
+                self.proj.bias.copy_(linear.bias)
+
+    def forward(self, x):
+        return torch.tanh(self.proj(x)).pow(2).mean()
+
+
+@pytest.mark.parametrize("config", [MeZOConfig(), AGZOConfig(rank=2)], ids=["mezo", "agzo"])
+def test_a_conv1d_layer_gets_exactly_the_perturbation_and_update_of_its_linear_twin(config):
+    """Issue 71: GPT-2's Conv1D was refused ("matched no trainable nn.Linear"); its weight is stored (in, out)."""
+    x = torch.randn(3, 4, 6, generator=torch.Generator().manual_seed(1))
+    conv, linear = OneProjection(conv1d=True), OneProjection(conv1d=False)
+    moved = {}
+    for model in (conv, linear):
+        perturbation = ZOPerturbation(model, config)
+        with torch.no_grad():
+            with perturbation.perturbed(seed=3, scale=0.05, capture_seed=4 if perturbation.is_subspace else None):
+                hooked = model(x)
+            perturbation.add_direction_(3, 0.05)
+            torch.testing.assert_close(model(x), hooked, atol=1e-6, rtol=1e-6)  # the forward saw W + eps Z
+        moved[model] = (perturbation.subspaces, model.proj.weight.detach().clone())
+    assert all(torch.equal(moved[conv][0][k], moved[linear][0][k]) for k in moved[linear][0])
+    assert torch.equal(moved[conv][1].T, moved[linear][1])  # the same draws, transposed: bit for bit
+
+
+@pytest.mark.parametrize("config", [MeZOConfig(), AGZOConfig(rank=3)], ids=["mezo", "agzo"])
+@pytest.mark.parametrize("implementation", ["eager", "grouped_mm"])
+def test_moe_router_and_experts_are_perturbed_in_place_as_the_update_moves_them_and_restored(
+    config, implementation, make_tiny_mixtral, token_batch
+):
+    """Issue 71: AGZO froze them without a word. In place during their module's forward, then restored exactly."""
+    model = make_tiny_mixtral()
+    model.set_experts_implementation(implementation)
+    perturbation = ZOPerturbation(model, config)
+    moe = ["model.layers.0.mlp.gate.weight", "model.layers.0.mlp.experts.gate_up_proj"]
+    moe.append("model.layers.0.mlp.experts.down_proj")
+    assert [name for name in perturbation.parameter_names() if "mlp" in name] == moe
+    before = {name: param.detach().clone() for name, param in model.named_parameters()}
+    with torch.no_grad():
+        with perturbation.perturbed(seed=5, scale=0.05, capture_seed=6 if perturbation.is_subspace else None):
+            hooked = model(**token_batch).loss
+        assert all(torch.equal(param, before[name]) for name, param in model.named_parameters())
+        perturbation.add_direction_(5, 0.05)
+        torch.testing.assert_close(model(**token_batch).loss, hooked, atol=1e-6, rtol=1e-6)
+    assert all(not torch.equal(model.get_parameter(name), before[name]) for name in moe)
+    if perturbation.is_subspace:
+        assert perturbation.subspaces[moe[1]].shape == (4, 16, 3) and perturbation.subspaces[moe[2]].shape == (4, 24, 3)

@@ -159,3 +159,18 @@ def test_torch_compile_trains_as_eager(training_args, make_least_squares):
         finals.append(model.proj.weight.detach().clone())
     moved = (finals[0] - make_least_squares().proj.weight).abs().max().item()
     torch.testing.assert_close(finals[1], finals[0], atol=1e-4 * moved, rtol=0)
+
+
+def test_a_moe_model_trains_its_router_and_experts_on_padded_batches(training_args, make_tiny_mixtral):
+    """Issue 71: AGZO left the router and the experts frozen without a word."""
+    model = make_tiny_mixtral()
+    ids = torch.randint(3, 32, (8, 7), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[::2, 5:] = 0  # padded tokens are routed too, but left out of every basis
+    data = Dataset.from_dict({"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)})
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    args = training_args(**ZO_SETTINGS | dict(max_steps=2, learning_rate=1e-2, per_device_train_batch_size=4))
+    trainer = ZOTrainer(model, args, train_dataset=data, zo_config=AGZOConfig(rank=2))
+    trainer.train()
+    moe = [n for n in before if ".mlp." in n]
+    assert len(moe) == 3 and all(not torch.equal(model.get_parameter(n), before[n]) for n in moe)

@@ -78,3 +78,44 @@ def test_peft_adapters_are_marked_and_the_frozen_base_left_out():
 def test_a_vector_is_one_row():
     layout = ParamLayout("bias", "vector", (5,))
     assert layout.matrix_shape == (1, 5) and layout.matrices(torch.arange(5.0)).shape == (1, 1, 5)
+
+
+def test_a_parametrized_conv1d_weight_is_read_as_the_conv1d_it_belongs_to():
+    from torch.nn.utils import parametrize
+
+    class Identity(nn.Module):
+        def forward(self, weight):
+            return weight
+
+    model, _ = build("gpt2")
+    parametrize.register_parametrization(model.transformer.h[0].mlp.c_fc, "weight", Identity())
+    layout = model_layout(model)["transformer.h.0.mlp.c_fc.parametrizations.weight.original"]
+    assert (layout.role, layout.transposed) == ("hidden", True)
+
+
+def test_stacked_expert_biases_are_vectors():
+    class Experts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate_up_proj = nn.Parameter(torch.randn(3, 8, 4))
+            self.gate_up_proj_bias = nn.Parameter(torch.randn(3, 8))
+
+    layouts = model_layout(Experts())
+    assert (layouts["gate_up_proj"].role, layouts["gate_up_proj_bias"].role) == ("hidden", "vector")
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        (ParamLayout("linear", "hidden", (5, 7)), [1, 2]),
+        (ParamLayout("conv1d", "hidden", (7, 5), transposed=True), [2, 1]),
+        (ParamLayout("kernel", "hidden", (5, 3, 2)), [1, 2, 2]),
+        (ParamLayout("experts", "hidden", (4, 5, 7), stacked=True), [0, 1, 2]),
+        (ParamLayout("experts_t", "hidden", (4, 7, 5), transposed=True, stacked=True), [0, 2, 1]),
+        (ParamLayout("bias", "vector", (5,)), [2]),
+    ],
+)
+def test_matrix_axis_follows_each_stored_axis_into_the_matrices_view(layout, expected):
+    """The view's axis ``k`` has the stored axis' length (or a multiple of it, for a flattened kernel)."""
+    assert [layout.matrix_axis(dim) for dim in range(len(layout.shape))] == expected
+    stack = layout.matrices(torch.zeros(layout.shape))
+    for dim, axis in enumerate(expected):
+        assert stack.shape[axis] % layout.shape[dim] == 0

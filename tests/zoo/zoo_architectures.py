@@ -88,6 +88,7 @@ def t5():
         num_heads=HEADS,
         decoder_start_token_id=0,
         pad_token_id=0,
+        dropout_rate=0.0,  # T5 reads it as a number in attention too, not only through its Dropout modules
     )
     return tf.T5ForConditionalGeneration(config), _lm_batch()
 

@@ -6,6 +6,7 @@ Needs the ``[bo]`` extra (``pip install hf-ext[bo]``).
 from .adversary import FrequencyLimitedAdversary, NoCorruption
 from .config import BayesianOptimizationConfig
 from .factories import (
+    ClippedGPFactory,
     LogNEIFactory,
     RCGPFactory,
     RelevancePursuitFactory,
@@ -23,6 +24,7 @@ from .regret import regret_curves
 __all__ = [
     "BayesianOptimization",
     "BayesianOptimizationConfig",
+    "ClippedGPFactory",
     "Evaluation",
     "FrequencyLimitedAdversary",
     "LogNEIFactory",

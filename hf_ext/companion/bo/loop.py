@@ -400,8 +400,8 @@ class BayesianOptimization:
         ``callback`` is called with each evaluation as it is recorded (to report progress, say). Returns the
         history, in the order the evaluations finished.
         """
-        if rounds < 1:
-            raise ValueError(f"`rounds` must be >= 1, got {rounds}")
+        if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+            raise ValueError(f"{type(self).__name__}.run: `rounds` must be an integer >= 1, got {rounds!r}")
         dispatcher = Dispatcher(self.executor, evaluate_point, self.retries, owner=type(self).__name__)
         in_flight: set[int] = set()
         stop = None

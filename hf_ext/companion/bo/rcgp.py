@@ -168,6 +168,14 @@ class RobustConjugateGP(Model):
         self.raw_noise = nn.Parameter(torch.zeros((), dtype=train_X.dtype, device=train_X.device))
         self.noise = noise
 
+    def __getattr__(self, name: str):
+        if name == "likelihood":  # what fit_gpytorch_mll's ExactMarginalLogLikelihood(model.likelihood, model) asks
+            raise AttributeError(
+                "RobustConjugateGP has no `likelihood`: RCGP has no marginal likelihood for BoTorch's fit_gpytorch_mll "
+                "to maximise; fit it with model.fit(), its weighted leave-one-out objective in closed form"
+            )
+        return super().__getattr__(name)
+
     @property
     def noise(self) -> Tensor:
         """``sigma^2``: the noise of an observation with zero residual."""
@@ -346,15 +354,19 @@ class RobustConjugateGP(Model):
             total = total + prior.log_prob(closure(module)).sum()
         return total
 
+    def fit_objective(self) -> Tensor:
+        """What :meth:`fit` maximises: :meth:`leave_one_out_objective` plus :meth:`log_prior`."""
+        return self.leave_one_out_objective() + self.log_prior()
+
     def fit(self, max_iter: int = 50) -> "RobustConjugateGP":
-        """Fit the kernel hyperparameters and ``sigma^2`` by L-BFGS: leave-one-out objective plus :meth:`log_prior`."""
+        """Fit the kernel hyperparameters and ``sigma^2`` by L-BFGS, maximising :meth:`fit_objective`."""
         parameters = [p for p in self.parameters() if p.requires_grad]
         start = [p.detach().clone() for p in parameters]
         optimizer = torch.optim.LBFGS(parameters, max_iter=max_iter, line_search_fn="strong_wolfe")
 
         def closure():
             optimizer.zero_grad()
-            loss = -(self.leave_one_out_objective() + self.log_prior())
+            loss = -self.fit_objective()
             loss.backward()
             return loss
 

@@ -21,6 +21,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 
 from ..._validation import check_finite
+from ..shared.first_step import check_first_step
 from ..shared.wrapper import OptimizerWrapper
 from .gossip import GossipCommunicator
 from .topology import Topology
@@ -133,6 +134,7 @@ class DecentralizedSGD(OptimizerWrapper):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         if self.order == "cta":
             self.gossip()
         self.base_optimizer.step()

@@ -6,15 +6,22 @@ tend to want related updates. :class:`GradientSmoothing` wraps any base optimize
 role, replaces block ``l``'s update ``U_l`` by ``sum_j K(l, j) U_j`` over a depth window:
 
 - ``mode="update"`` (default) smooths what the base optimizer did: parameters are copied before
-  the base step (one extra copy of the block parameters while stepping) and the smoothed update
-  is written after it. Adam's per-parameter scaling or Muon's orthogonalisation happen first,
-  per block, and the result is averaged.
-- ``mode="gradient"`` smooths the gradients before the base step (no extra copy; the base sees
-  smoothed gradients, so its state, e.g. Adam's moments, accumulates them).
+  the base step and the smoothed update is written after it. Adam's per-parameter scaling or
+  Muon's orthogonalisation happen first, per block, and the result is averaged.
+- ``mode="gradient"`` smooths the gradients before the base step (the base sees smoothed
+  gradients, so its state, e.g. Adam's moments, accumulates them).
 
 Both are depth-wise augmentations of the base method; they differ when the base is nonlinear in
 the gradient (Adam, Muon) and coincide for plain SGD without momentum. Parameters outside the
-blocks are left to the base optimizer. A window of width 1 is the base optimizer, bit for bit.
+blocks are left to the base optimizer, and so is a parameter that only some blocks hold (T5's
+relative attention bias, in its first block): blocks are smoothed on the parameters they share.
+A window of width 1 is the base optimizer, bit for bit.
+
+The step costs a few passes over the block parameters and one matmul: every role's blocks are rows of two
+``(blocks, N)`` buffers kept between steps (twice the block parameters' memory), mixed by one
+:func:`~hf_ext.kernels.depth_smooth` over all roles; a step allocates nothing (on a CPU, the fresh pages of a
+parameter-sized temporary cost more than the arithmetic), reads no number back to the host, and
+``torch.compile`` of it compiles once.
 
 Sharded models (FSDP2): the smoothing mixes the blocks entry by entry (entry ``j`` of block ``l``'s
 update from entry ``j`` of its neighbours'), so it runs on each rank's local shards, with no
@@ -28,11 +35,13 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 
 from hf_ext.kernels import depth_smooth
 
 from ..._sharded import local, sharding
 from ..._validation import check_finite
+from ..shared.first_step import check_first_step
 from ..shared.wrapper import OptimizerWrapper
 
 KERNELS = ("uniform", "triangular", "gaussian")
@@ -102,35 +111,59 @@ def smoothing_matrix(
     return (matrix / (weights[0] + 2 * sum(weights[1:]))).float()
 
 
-def _structure(module: nn.Module) -> tuple:
-    return (type(module).__name__, tuple((name, tuple(p.shape)) for name, p in module.named_parameters()))
+def _block_class(module: nn.Module) -> type:
+    """The class a block was built as: FSDP2's ``fully_shard`` swaps it for a subclass named ``FSDP<class>``, so that
+    blocks sharded one by one and a block left to the root's shard are still alike."""
+    return next(cls for cls in type(module).__mro__ if not issubclass(cls, FSDPModule))
+
+
+def _shapes(module: nn.Module) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(p.shape) for name, p in module.named_parameters()}
+
+
+def _shared_names(blocks: Sequence[nn.Module]) -> list[str]:
+    """The parameters every block holds, in block 0's order: the roles smoothed across depth."""
+    shared = set.intersection(*(set(_shapes(block)) for block in blocks))
+    return [name for name in _shapes(blocks[0]) if name in shared]
+
+
+def _first_difference(blocks: Sequence[nn.Module]) -> tuple[int, str] | None:
+    """``(block index, what)`` where a block differs from block 0 in class or in the shape of a parameter both have.
+
+    A parameter that only some blocks hold (T5's relative attention bias, in block 0) is no difference: the blocks are
+    smoothed on the parameters they all share.
+    """
+    first, shapes = _block_class(blocks[0]), _shapes(blocks[0])
+    for index, block in enumerate(blocks[1:], start=1):
+        if _block_class(block) is not first:
+            return index, _block_class(block).__name__
+        differing = [name for name, shape in _shapes(block).items() if shapes.get(name, shape) != shape]
+        if differing:
+            return index, differing[0]
+    return None
 
 
 def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList]:
-    """The longest ``nn.ModuleList`` of structurally identical modules (e.g. ``model.model.layers``)."""
+    """The longest ``nn.ModuleList`` of alike blocks (e.g. ``model.model.layers``): one class, and the parameters
+    they share of one shape each."""
     best = None
     for name, module in model.named_modules():
         if isinstance(module, nn.ModuleList) and len(module) >= 2:
-            if len({_structure(block) for block in module}) == 1 and (best is None or len(module) > len(best[1])):
+            alike = _first_difference(module) is None and _shared_names(module)
+            if alike and (best is None or len(module) > len(best[1])):
                 best = (name, module)
     if best is None:
-        raise ValueError("GradientSmoothing: found no nn.ModuleList of two or more identical blocks; pass `blocks`")
+        raise ValueError("GradientSmoothing: found no nn.ModuleList of two or more alike blocks; pass `blocks`")
     return best
 
 
-def _check_identical(blocks: Sequence[nn.Module]) -> None:
-    first = _structure(blocks[0])
-    for index, block in enumerate(blocks[1:], start=1):
-        if _structure(block) != first:
-            theirs = dict(_structure(block)[1])
-            differing = next(
-                (name for name, shape in first[1] if theirs.get(name) != shape),
-                next(iter(set(theirs) - dict(first[1]).keys()), type(block).__name__),
-            )
-            raise ValueError(
-                f"GradientSmoothing: `blocks` must be structurally identical; block {index} differs from block 0 "
-                f"at {differing!r}"
-            )
+def _check_alike(blocks: Sequence[nn.Module]) -> None:
+    difference = _first_difference(blocks)
+    if difference is not None:
+        raise ValueError(
+            "GradientSmoothing: `blocks` must be of one class with their shared parameters of one shape; block "
+            f"{difference[0]} differs from block 0 at {difference[1]!r}"
+        )
 
 
 def _check_sharded_alike(name: str, params: list[nn.Parameter]) -> None:
@@ -143,6 +176,73 @@ def _check_sharded_alike(name: str, params: list[nn.Parameter]) -> None:
             "in block 0; depth smoothing mixes the blocks' local shards entry by entry, so every block must be "
             "sharded alike (fully_shard each block over the same mesh, or none)"
         )
+
+
+class _DepthStack:
+    """Roles of one dtype and device as rows of two ``(blocks, N)`` buffers: row ``l`` holds block ``l``'s parameters
+    of every role side by side, so one matmul mixes them all and a step allocates nothing."""
+
+    def __init__(self, roles: list[list[nn.Parameter]], mixing: torch.Tensor):
+        self.params = [p for block in zip(*roles, strict=True) for p in block]  # in the buffers' order, block by block
+        first = [local(params[0]) for params in roles]
+        self.shapes = [t.shape for t in first] * len(roles[0])
+        self.sizes = [t.numel() for t in first] * len(roles[0])
+        self.mixing = mixing
+        self._allocate(first[0], len(roles[0]), sum(t.numel() for t in first))
+
+    def _allocate(self, like: torch.Tensor, depth: int, width: int) -> None:
+        """Zeroed buffers on ``like``'s device and dtype (the columns of gradient-less roles are mixed, unread)."""
+        self.work = like.new_zeros(depth, width)
+        self.mixed = torch.zeros_like(self.work)
+        self.mixing = self.mixing.to(like.device)
+
+    def _rows(self, buffer: torch.Tensor) -> list[torch.Tensor]:
+        """``buffer`` cut into views shaped as :attr:`params`, in their order."""
+        pieces = buffer.view(-1).split(self.sizes)
+        return [piece.view(shape) for piece, shape in zip(pieces, self.shapes, strict=True)]
+
+    def _follow(self, like: torch.Tensor) -> None:
+        """Make the buffers again where ``like`` is if the model moved since they were made (accelerate's ``prepare``
+        moves a model its optimizer was built on)."""
+        if (like.device, like.dtype) != (self.work.device, self.work.dtype):
+            self._allocate(like, *self.work.shape)
+
+    def _locals(self) -> list[torch.Tensor]:
+        return [local(p) for p in self.params]
+
+    def keep_parameters(self) -> None:
+        """Copy the parameters into the work buffer (before the base step)."""
+        params = self._locals()
+        self._follow(params[0])
+        torch._foreach_copy_(self._rows(self.work), params)
+
+    def smooth_update(self) -> None:
+        """``p_l += sum_j (I - K)(l, j) (before_j - p_j)``, which is ``before_l + sum_j K(l, j) (p_j - before_j)``."""
+        params = self._locals()
+        torch._foreach_sub_(self._rows(self.work), params)
+        depth_smooth(self.work, self.mixing, out=self.mixed)
+        torch._foreach_add_(params, self._rows(self.mixed))
+
+    def smooth_gradients(self) -> None:
+        """``g_l <- sum_j K(l, j) g_j`` for the parameters with a gradient (the others' columns are mixed unread)."""
+        have = [index for index, p in enumerate(self.params) if p.grad is not None]
+        if not have:
+            return
+        grads = [local(self.params[index].grad) for index in have]
+        self._follow(grads[0])
+        work, mixed = self._rows(self.work), self._rows(self.mixed)
+        torch._foreach_copy_([work[index] for index in have], grads)
+        depth_smooth(self.work, self.mixing, out=self.mixed)
+        torch._foreach_copy_(grads, [mixed[index] for index in have])
+
+
+def _depth_stacks(roles: list[list[nn.Parameter]], mixing: torch.Tensor) -> list[_DepthStack]:
+    """One :class:`_DepthStack` for each dtype and device among the roles (one, unless a model mixes them)."""
+    groups = {}
+    for params in roles:
+        first = local(params[0])
+        groups.setdefault((first.dtype, first.device), []).append(params)
+    return [_DepthStack(group, mixing) for group in groups.values()]
 
 
 class GradientSmoothing(OptimizerWrapper):
@@ -159,7 +259,8 @@ class GradientSmoothing(OptimizerWrapper):
 
     ``param_groups``, ``state``, ``state_dict()`` and ``load_state_dict()`` are the base
     optimizer's, so learning-rate schedulers, ``Trainer`` checkpoints and resuming work unchanged;
-    the smoothing has no state of its own. A ``closure`` is evaluated once, before smoothing.
+    the smoothing has no state of its own (its two work buffers hold nothing from one step to the next). A
+    ``closure`` is evaluated once, before smoothing.
     """
 
     def __init__(
@@ -186,16 +287,19 @@ class GradientSmoothing(OptimizerWrapper):
         blocks = list(blocks)
         if len(blocks) < 2:
             raise ValueError(f"GradientSmoothing: need at least 2 blocks, got {len(blocks)}")
-        _check_identical(blocks)
+        _check_alike(blocks)
         self.mode = mode
         self.matrix = smoothing_matrix(len(blocks), window, kernel, sigma, weights, boundary)
         self.is_identity = bool(torch.equal(self.matrix, torch.eye(len(blocks))))
         self.roles = self._roles(blocks)
+        # update mode mixes `before - after` by I - K and adds it to `after`: `before + K (after - before)` in place
+        mixing = self.matrix if mode == "gradient" else torch.eye(len(blocks)) - self.matrix
+        self._stacks = [] if self.is_identity else _depth_stacks(list(self.roles.values()), mixing)
 
     def _roles(self, blocks: list[nn.Module]) -> dict[str, list[nn.Parameter]]:
         optimized = {id(p) for group in self.base_optimizer.param_groups for p in group["params"]}
         roles = {}
-        for name, _ in blocks[0].named_parameters():
+        for name in _shared_names(blocks):
             params = [block.get_parameter(name) for block in blocks]
             if len({id(p) for p in params}) != len(params):
                 raise ValueError(f"GradientSmoothing: blocks share the parameter {name!r}; nothing to smooth across")
@@ -209,13 +313,14 @@ class GradientSmoothing(OptimizerWrapper):
             raise ValueError("GradientSmoothing: `base_optimizer` optimizes no parameter of the blocks")
         return roles
 
-    def _smooth(self, tensors: list[torch.Tensor], before: torch.Tensor | None = None) -> None:
-        tensors = [local(t) for t in tensors]
-        stacked = torch.stack([t.detach().reshape(-1) for t in tensors])
-        smoothed = depth_smooth(stacked, self.matrix.to(stacked.device), before)
-        # One fused copy back per role, not one per block: on a GPU the per-block launches cost more than the bytes.
-        rows = [row.view_as(t) for t, row in zip(tensors, smoothed, strict=True)]
-        torch._foreach_copy_([t.detach() for t in tensors], rows)
+    def _fill_missing_gradients(self) -> None:
+        """A role some blocks have a gradient for gets zeros in the others (it moves them by its neighbours' mix); a
+        role no block has one for stays without, so the base optimizer skips it."""
+        for params in self.roles.values():
+            if any(p.grad is not None for p in params):
+                for p in params:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -223,28 +328,21 @@ class GradientSmoothing(OptimizerWrapper):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         if self.is_identity:
             self.base_optimizer.step()
             return loss
         if self.mode == "gradient":
-            for params in self.roles.values():
-                grads = [p.grad for p in params]
-                if all(g is None for g in grads):
-                    continue
-                if any(g is None for g in grads):
-                    for p in params:
-                        if p.grad is None:
-                            p.grad = torch.zeros_like(p)
-                    grads = [p.grad for p in params]
-                self._smooth(grads)
+            self._fill_missing_gradients()
+            for stack in self._stacks:
+                stack.smooth_gradients()
             self.base_optimizer.step()
             return loss
-        before = {
-            name: torch.stack([local(p).detach().reshape(-1) for p in params]) for name, params in self.roles.items()
-        }
+        for stack in self._stacks:
+            stack.keep_parameters()
         self.base_optimizer.step()
-        for name, params in self.roles.items():
-            self._smooth(params, before.pop(name))
+        for stack in self._stacks:
+            stack.smooth_update()
         return loss
 
     def __repr__(self) -> str:

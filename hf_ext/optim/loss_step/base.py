@@ -24,7 +24,8 @@ import torch
 import torch.distributed as dist
 
 from ..._sharded import local, shard_group, squared_norm_part, sum_across
-from ..._validation import check_finite, check_finite_loss
+from ..._validation import check_finite, check_finite_loss, check_number
+from ..shared.first_step import check_first_step
 from ..shared.state import restore_state
 
 NORMS = ("global", "per_group")
@@ -53,8 +54,10 @@ class LossStepOptimizer(torch.optim.Optimizer):
     def check_group(self, group: dict) -> None:
         """Raise ``ValueError`` naming the field for a bad setting of ``group`` (subclasses add theirs)."""
         owner = type(self).__name__
-        lr = float(group["lr"])  # a tensor lr is read once here, never in a step
+        lr = group["lr"]
+        lr = float(lr) if isinstance(lr, torch.Tensor) else lr  # a tensor lr is read once here, never in a step
         for name, value in (("lr", lr), ("momentum", group["momentum"]), ("weight_decay", group["weight_decay"])):
+            check_number(owner, name, value)
             check_finite(owner, name, value)
         if not lr > 0:
             raise ValueError(f"{owner}: `lr` must be > 0, got {lr}")
@@ -137,6 +140,7 @@ class LossStepOptimizer(torch.optim.Optimizer):
                 self._init_group(group, [], [], [], [], [])
             return None
         loss = self._take_loss(closure)
+        check_first_step(self)
         gradients = [[p.grad for p in group["params"] if p.grad is not None] for group in self.param_groups]
         value, squares = self._loss_and_squares(loss, gradients)
         self._check_loss(value)

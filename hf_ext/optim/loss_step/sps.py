@@ -11,7 +11,7 @@ to a too-large ``lr``. The update itself (momentum, weight decay) is :class:`Los
 
 import torch
 
-from ..._validation import check_finite
+from ..._validation import check_finite, check_number
 from .base import LossStepOptimizer, ratio_or
 
 
@@ -48,6 +48,7 @@ class SPS(LossStepOptimizer):
     def check_group(self, group: dict) -> None:
         super().check_group(group)
         for name in ("c", "f_star", "bound_growth"):
+            check_number("SPS", name, group[name], allow_none=name == "bound_growth")
             check_finite("SPS", name, group[name])
         if not group["c"] > 0:
             raise ValueError(f"SPS: `c` must be > 0, got {group['c']}")

@@ -20,11 +20,21 @@ class LossToOptimizerMixin:
     """Mix into any ``Trainer`` subclass (TRL's too): ``class MySFT(LossToOptimizerMixin, SFTTrainer)``.
 
     Works with ``optimizers=(SPS(...), None)`` and ``optimizer_cls_and_kwargs=(NGN, {...})``; an
-    optimizer that takes no loss is refused at the first step. Logs the last effective step size
+    optimizer that takes no loss is refused at the first step, and gradient clipping
+    (``max_grad_norm``, 1.0 by default) at construction. Logs the last effective step size
     as ``step_size`` (``step_size/<group>`` with ``norm="per_group"``).
     """
 
     _accumulated_loss: torch.Tensor | None = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if (self.args.max_grad_norm or 0) > 0:  # where the Trainer clips
+            raise ValueError(
+                f"{type(self).__name__}: `max_grad_norm` must be 0.0 (no clipping), got {self.args.max_grad_norm}: "
+                "SPS and NGN size each step from the loss and ||g||^2, and clipping would hand them the clipped "
+                "gradient instead"
+            )
 
     def _loss_optimizer(self) -> LossStepOptimizer:
         optimizer = getattr(self.optimizer, "optimizer", self.optimizer)  # inside accelerate's AcceleratedOptimizer

@@ -10,29 +10,46 @@ cover both, as for any single ``torch.optim.Optimizer``. The Muon part is :class
 import torch
 
 from ..._validation import check_finite
+from ...models.layout import model_layout
+from ..shared.first_step import check_first_step
 from .sharded import ShardedMuon
 
 
 class MuonWithAdamW(torch.optim.Optimizer):
-    """Muon (``adjust_lr_fn="match_rms_adamw"``) on 2-D weights other than embeddings and the output head, AdamW
-    on the rest.
+    """Muon (``adjust_lr_fn="match_rms_adamw"``) on the hidden matrices, AdamW on the rest (embeddings, output and
+    classification heads, biases and norm gains, convolution kernels), by role
+    (:func:`~hf_ext.models.layout.model_layout`).
+
+    A mixture of experts' ``(experts, out, in)`` tensor is a stack of hidden matrices: Muon steps each expert as
+    ``torch.optim.Muon`` steps it alone (:class:`~.sharded.ShardedMuon`'s ``stacked=True`` groups). GPT-2's
+    ``Conv1D`` weights, stored transposed, step as the equivalent ``nn.Linear``'s (``transposed=True`` groups).
 
     Every group carries ``use_muon``: ``True`` for Muon's, ``False`` for AdamW's. A group added later
-    (``add_param_group``) must say which, and a Muon group holds 2-D parameters only.
+    (``add_param_group``) must say which, and a Muon group holds 2-D parameters (3-D with ``stacked=True``).
     ``optimizers`` are the inner ``torch.optim.Muon`` and ``torch.optim.AdamW``; save and load through this
     optimizer, not through them.
     """
 
     def __init__(self, model: torch.nn.Module, lr: float):
-        output = getattr(model, "get_output_embeddings", lambda: None)()
-        special = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
-        special |= {id(output.weight)} if output is not None else set()
-        params = [p for p in model.parameters() if p.requires_grad]
-        hidden = [p for p in params if p.dim() == 2 and id(p) not in special]
-        rest = [p for p in params if all(p is not h for h in hidden)]
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(
+                f"MuonWithAdamW takes the model (an nn.Module), got {type(model).__name__}: it reads the model's "
+                "structure to send hidden matrices and experts to Muon, and embeddings, heads and vectors to AdamW"
+            )
+        params = dict(model.named_parameters())
+        muon, rest = {}, []
+        for name, layout in model_layout(model).items():
+            if layout.role == "hidden" and (layout.stacked or len(layout.shape) == 2):
+                muon.setdefault((layout.stacked, layout.transposed), []).append(params[name])
+            else:
+                rest.append(params[name])
         self.optimizers: list[torch.optim.Optimizer] = []
-        groups = [{"params": hidden, "use_muon": True}, {"params": rest, "use_muon": False}]
-        super().__init__([group for group in groups if group["params"]], {"lr": lr})
+        groups = [
+            {"params": group, "use_muon": True, "stacked": stacked, "transposed": transposed}
+            for (stacked, transposed), group in muon.items()
+        ]
+        groups += [{"params": rest, "use_muon": False}] if rest else []
+        super().__init__(groups, {"lr": lr})
 
     def add_param_group(self, param_group: dict) -> None:
         use_muon = param_group.get("use_muon")
@@ -47,9 +64,13 @@ class MuonWithAdamW(torch.optim.Optimizer):
             raise ValueError(f"MuonWithAdamW: `lr` must be >= 0, got {lr}")
         params = param_group["params"]
         params = [params] if isinstance(params, torch.Tensor) else list(params)
-        if use_muon and any(p.dim() != 2 for p in params):
-            shapes = [tuple(p.shape) for p in params if p.dim() != 2]
-            raise ValueError(f"MuonWithAdamW: a `use_muon=True` group holds 2-D parameters only, got shapes {shapes}")
+        dims = (2, 3) if param_group.get("stacked") is True else (2,)
+        if use_muon and any(p.dim() not in dims for p in params):
+            shapes = [tuple(p.shape) for p in params if p.dim() not in dims]
+            raise ValueError(
+                "MuonWithAdamW: a `use_muon=True` group holds 2-D parameters (3-D ones with `stacked=True`: stacks of "
+                f"matrices along the first axis, as mixture-of-experts tensors), got shapes {shapes}"
+            )
         taken = {id(p) for group in self.param_groups for p in group["params"]}
         if any(id(p) in taken for p in params):
             raise ValueError("MuonWithAdamW: some parameters appear in more than one parameter group")
@@ -82,6 +103,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         for optimizer in self.optimizers:
             optimizer.step()
         return loss

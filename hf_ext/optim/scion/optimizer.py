@@ -5,7 +5,8 @@
     x <- (1 - lr) x + lr * scale * lmo(d)         (constrained: x stays in the ball of radius `scale`)
 
 ``lmo(d) = argmin_{||x|| <= 1} <d, x>``: a point of unit norm with ``<d, lmo(d)> = -||d||_*``. Each
-parameter has its own norm, chosen for its role (a matrix is read as the linear map ``d_in -> d_out``):
+parameter has its own norm, chosen for its role (:func:`~hf_ext.models.layout.model_layout`), and a matrix is read
+as the linear map ``d_in -> d_out`` however it is stored (GPT-2's ``Conv1D`` holds it transposed):
 
 - ``spectral`` (hidden matrices): ``||x|| = sqrt(d_in/d_out) ||x||_op``, ``lmo(d) = -sqrt(d_out/d_in) U V^T``
   (Newton-Schulz), ``||d||_* = sqrt(d_out/d_in) ||d||_nuclear``;
@@ -15,15 +16,19 @@ parameter has its own norm, chosen for its role (a matrix is read as the linear 
 - ``rms`` (biases, norm gains): ``||x|| = ||x||_2 / sqrt(n)``, ``lmo(d) = -sqrt(n) d / ||d||_2``,
   ``||d||_* = sqrt(n) ||d||_2``.
 
+A mixture of experts' ``(experts, d_out, d_in)`` tensor is a stack of matrices, each in its own ball: the norm is
+the largest expert's, so the LMO is each expert's own (batched, no loop over experts), the dual norm the sum over
+experts and the primal norm the max, as for the layers of the product norm.
+
 Why its own optimizer: ``torch.optim.Muon`` has the spectral LMO only (other parameters go to
 AdamW) and no constrained variant; Scion gives every layer its geometry, which is what the
 batch-size theory of :mod:`hf_ext.optim.scion.critical_batch` measures in.
 
 Sharded parameters (FSDP2): the momentum stays sharded like its parameter. ``sign`` and ``colnorm``
 step on each rank's shard when the axis their LMO reads is not the split one (FSDP2's row split of
-the head and of the embeddings); ``spectral`` and ``rms`` need the whole tensor, which its owner rank
-gathers, steps and sends back in blocks (:class:`~hf_ext.optim.shared.sharding.OwnerExchange`), so the
-step is one process's.
+the head and of the embeddings), and every norm does on a stack of experts split along the experts;
+``spectral`` and ``rms`` need each whole matrix, which its owner rank gathers, steps and sends back in
+blocks (:class:`~hf_ext.optim.shared.sharding.OwnerExchange`), so the step is one process's.
 """
 
 import math
@@ -32,85 +37,102 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from ..._sharded import local, sharding
-from ..._validation import check_finite
+from ..._sharded import local, shard_group, sharding
+from ..._validation import check_finite, check_finite_gradients
+from ...models.layout import ParamLayout, model_layout
+from ..shared.first_step import check_first_step
 from ..shared.newton_schulz import QUINTIC, newton_schulz
 from ..shared.sharding import OwnerExchange
 
 EPS = 1e-12
 
 
-class Spectral:
-    """Operator norm RMS -> RMS: the hidden matrices' geometry (Muon's update, scaled by sqrt(d_out/d_in))."""
+def _rows_cols(x: torch.Tensor) -> tuple[int, int]:
+    return x.shape[-2], x.shape[-1]
 
-    reads_axis = None  # the axis of the (d_out, d_in) view each LMO entry reads whole; None: the whole tensor
+
+class Spectral:
+    """Operator norm RMS -> RMS: the hidden matrices' geometry (Muon's update, scaled by sqrt(d_out/d_in)).
+
+    Every norm takes ``(..., d_out, d_in)`` tensors: one matrix, or a stack of matrices each in its own ball.
+    """
+
+    reads = (1, 2)  # the axes of the (experts, d_out, d_in) view the LMO reads whole: a split one needs an owner
 
     def __init__(self, ns_steps: int = 5, coefficients: tuple[float, float, float] = QUINTIC):
         self.ns_steps, self.coefficients = ns_steps, coefficients
 
     def lmo(self, d: torch.Tensor) -> torch.Tensor:
-        return -math.sqrt(d.shape[0] / d.shape[1]) * newton_schulz(d, self.ns_steps, self.coefficients)
+        rows, cols = _rows_cols(d)
+        return -math.sqrt(rows / cols) * newton_schulz(d, self.ns_steps, self.coefficients)
 
     def dual(self, d: torch.Tensor) -> float:
-        return math.sqrt(d.shape[0] / d.shape[1]) * torch.linalg.svdvals(d.float()).sum().item()
+        rows, cols = _rows_cols(d)
+        return math.sqrt(rows / cols) * torch.linalg.svdvals(d.float()).sum().item()
 
     def primal(self, x: torch.Tensor) -> float:
-        return math.sqrt(x.shape[1] / x.shape[0]) * torch.linalg.matrix_norm(x.float(), ord=2).item()
+        rows, cols = _rows_cols(x)
+        return math.sqrt(cols / rows) * torch.linalg.matrix_norm(x.float(), ord=2).max().item()
 
     def init_(self, x: torch.Tensor, generator: torch.Generator | None) -> None:
-        q = torch.linalg.qr(torch.randn(max(x.shape), min(x.shape), generator=generator, dtype=torch.float64))[0]
-        x.copy_((q if x.shape[0] >= x.shape[1] else q.T) * math.sqrt(x.shape[0] / x.shape[1]))
+        rows, cols = _rows_cols(x)
+        tall = (*x.shape[:-2], max(rows, cols), min(rows, cols))
+        q = torch.linalg.qr(torch.randn(tall, generator=generator, dtype=torch.float64))[0]
+        x.copy_((q if rows >= cols else q.mT) * math.sqrt(rows / cols))
 
 
 class Sign:
     """Max-norm (l1 -> l_inf) times d_in: the output head's geometry (a logit moves by at most the input's mean)."""
 
-    reads_axis = 1
+    reads = (2,)  # its scale 1/d_in
 
     def lmo(self, d: torch.Tensor) -> torch.Tensor:
-        return -torch.sign(d) / d.shape[1]
+        return -torch.sign(d) / d.shape[-1]
 
     def dual(self, d: torch.Tensor) -> float:
-        return d.abs().sum().item() / d.shape[1]
+        return d.abs().sum().item() / d.shape[-1]
 
     def primal(self, x: torch.Tensor) -> float:
-        return x.shape[1] * x.abs().max().item()
+        return x.shape[-1] * x.abs().max().item()
 
     def init_(self, x: torch.Tensor, generator: torch.Generator | None) -> None:
-        x.copy_(torch.sign(torch.randn(x.shape, generator=generator)) / x.shape[1])
+        x.copy_(torch.sign(torch.randn(x.shape, generator=generator)) / x.shape[-1])
 
 
 class ColNorm:
     """Largest column RMS (l1 -> RMS): the embeddings' geometry, each token's vector on its own."""
 
-    reads_axis = 0
+    reads = (1,)  # each column whole
 
     def lmo(self, d: torch.Tensor) -> torch.Tensor:
-        return -math.sqrt(d.shape[0]) * d / d.norm(dim=0, keepdim=True).clamp(min=EPS)
+        return -math.sqrt(d.shape[-2]) * d / d.norm(dim=-2, keepdim=True).clamp(min=EPS)
 
     def dual(self, d: torch.Tensor) -> float:
-        return math.sqrt(d.shape[0]) * d.norm(dim=0).sum().item()
+        return math.sqrt(d.shape[-2]) * d.norm(dim=-2).sum().item()
 
     def primal(self, x: torch.Tensor) -> float:
-        return x.norm(dim=0).max().item() / math.sqrt(x.shape[0])
+        return x.norm(dim=-2).max().item() / math.sqrt(x.shape[-2])
 
     def init_(self, x: torch.Tensor, generator: torch.Generator | None) -> None:
         x.copy_(self.lmo(torch.randn(x.shape, generator=generator)).neg())
 
 
 class RMS:
-    """Root-mean-square norm of the whole tensor: biases and norm gains."""
+    """Root-mean-square norm of each matrix (of the whole tensor, for a vector): biases and norm gains."""
 
-    reads_axis = None
+    reads = (1, 2)
 
     def lmo(self, d: torch.Tensor) -> torch.Tensor:
-        return -math.sqrt(d.numel()) * d / d.norm().clamp(min=EPS)
+        rows, cols = _rows_cols(d)
+        return -math.sqrt(rows * cols) * d / torch.linalg.matrix_norm(d, keepdim=True).clamp(min=EPS)
 
     def dual(self, d: torch.Tensor) -> float:
-        return math.sqrt(d.numel()) * d.norm().item()
+        rows, cols = _rows_cols(d)
+        return math.sqrt(rows * cols) * torch.linalg.matrix_norm(d).sum().item()
 
     def primal(self, x: torch.Tensor) -> float:
-        return x.norm().item() / math.sqrt(x.numel())
+        rows, cols = _rows_cols(x)
+        return torch.linalg.matrix_norm(x).max().item() / math.sqrt(rows * cols)
 
     def init_(self, x: torch.Tensor, generator: torch.Generator | None) -> None:
         """Left as the model built it: norm gains start at 1 (unit RMS), biases at 0."""
@@ -119,6 +141,7 @@ class RMS:
 NORMS = {"spectral": Spectral, "sign": Sign, "colnorm": ColNorm, "rms": RMS}
 MATRIX_NORMS = ("spectral", "sign", "colnorm")
 CHOICES = (*NORMS, "auto")
+ROLE_NORMS = {"hidden": "spectral", "head": "sign", "embedding": "colnorm", "vector": "rms"}
 
 
 def resolve_norm(name: str, param: torch.Tensor) -> str:
@@ -129,31 +152,26 @@ def resolve_norm(name: str, param: torch.Tensor) -> str:
 
 
 def scion_param_groups(model: nn.Module, scales: dict[str, float] | None = None) -> list[dict]:
-    """Trainable parameters of ``model`` grouped by role: embeddings ``colnorm``, output head ``sign``, other
-    matrices ``spectral``, vectors ``rms``. A head tied to the input embeddings is the head (``sign``).
+    """Trainable parameters of ``model`` grouped by role (:func:`~hf_ext.models.layout.model_layout`): embeddings
+    ``colnorm``, output and classification heads ``sign``, other matrices ``spectral`` (experts' tensors each
+    expert's), vectors ``rms``. A head tied to the input embeddings is the head (``sign``).
 
-    ``scales`` maps a norm name to its radius (default 1.0 each). ``nn.Embedding`` weights are stored
-    ``(vocab, dim)``, the transpose of their linear map, hence ``transposed=True`` in their group.
+    ``scales`` maps a norm name to its radius (default 1.0 each). Each group says how its tensors are stored:
+    ``transposed`` (``(d_in, d_out)``: ``nn.Embedding``, GPT-2's ``Conv1D``) and ``stacked`` (a leading experts axis).
     """
     scales = scales or {}
     unknown = sorted(set(scales) - set(NORMS))
     if unknown:
         raise ValueError(f"scion_param_groups: `scales` keys must be among {list(NORMS)}, got {unknown}")
-    output = getattr(model, "get_output_embeddings", lambda: None)()
-    head = {id(output.weight)} if output is not None else set()
-    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)} - head
-    groups = {name: [] for name in NORMS}
-    for param in (p for p in model.parameters() if p.requires_grad):
-        if id(param) in head:
-            groups["sign"].append(param)
-        elif id(param) in embeddings:
-            groups["colnorm"].append(param)
-        else:
-            groups[resolve_norm("auto", param)].append(param)
+    params = dict(model.named_parameters())
+    groups: dict[tuple, list] = {}
+    for name, layout in model_layout(model).items():
+        key = (ROLE_NORMS[layout.role], layout.transposed, layout.stacked)
+        groups.setdefault(key, []).append(params[name])
+    order = list(NORMS)
     return [
-        {"params": params, "norm": name, "scale": scales.get(name, 1.0), "transposed": name == "colnorm"}
-        for name, params in groups.items()
-        if params
+        {"params": group, "norm": norm, "scale": scales.get(norm, 1.0), "transposed": transposed, "stacked": stacked}
+        for (norm, transposed, stacked), group in sorted(groups.items(), key=lambda item: order.index(item[0][0]))
     ]
 
 
@@ -162,7 +180,9 @@ class Scion(torch.optim.Optimizer):
 
     Args:
         params: an ``nn.Module`` (its parameters grouped by role with :func:`scion_param_groups`),
-            or parameters / param groups; a group may set ``norm``, ``scale``, ``transposed`` and any argument below.
+            or parameters / param groups; a group may set ``norm``, ``scale``, ``transposed`` (tensors stored
+            ``(d_in, d_out)``), ``stacked`` (a leading experts axis; required for tensors of 3 or more dimensions:
+            ``False`` reads a convolution kernel ``(out, in, *k)`` as one matrix) and any argument below.
         lr: step size ``gamma`` (for ``constrained``, the fraction of the way to the LMO point, in [0, 1]).
         alpha: momentum weight of the new gradient in ``d <- (1 - alpha) d + alpha g``, in (0, 1].
         norm: one of ``spectral``, ``sign``, ``colnorm``, ``rms``, or ``auto`` (vectors ``rms``, matrices ``spectral``).
@@ -171,6 +191,9 @@ class Scion(torch.optim.Optimizer):
             sets them one by one).
         constrained: the Frank-Wolfe variant ``x <- (1 - lr) x + lr scale lmo(d)``.
         ns_steps: Newton-Schulz steps of the spectral LMO.
+
+    ``step()`` raises ``FloatingPointError`` naming the first parameter whose gradient holds NaN or inf, before
+    any weight or momentum changes: one fused reduction over the gradients and one host sync per step.
     """
 
     def __init__(
@@ -191,6 +214,7 @@ class Scion(torch.optim.Optimizer):
             "constrained": constrained,
             "ns_steps": ns_steps,
             "transposed": False,
+            "stacked": None,
         }
         self._check_settings(defaults)
         if isinstance(params, nn.Module):
@@ -221,6 +245,13 @@ class Scion(torch.optim.Optimizer):
                     f"Scion: norm {group['norm']!r} needs a matrix, got a parameter of shape {tuple(param.shape)}; "
                     "use 'rms' or 'auto' for vectors"
                 )
+            if param.dim() > 2 and not isinstance(group["stacked"], bool):
+                raise ValueError(
+                    f"Scion: a parameter of shape {tuple(param.shape)} needs its group's `stacked` set: True for a "
+                    "stack of matrices along its first axis (mixture-of-experts tensors, each expert in its own "
+                    "ball), False for one (out, in * ...) matrix (a convolution kernel); got "
+                    f"{group['stacked']!r}. Scion(model) sets it from the model's structure"
+                )
 
     @staticmethod
     def _check_settings(group: dict) -> None:
@@ -245,12 +276,11 @@ class Scion(torch.optim.Optimizer):
         return Spectral(group["ns_steps"]) if name == "spectral" else NORMS[name]()
 
     @staticmethod
-    def _view(group: dict, param: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
-        """``tensor`` (shaped like ``param``) as its norm sees it: a ``(d_out, d_in)`` map, or as is for ``rms``."""
-        if resolve_norm(group["norm"], param) == "rms":
-            return tensor
-        matrix = tensor.reshape(tensor.shape[0], -1)
-        return matrix.T if group["transposed"] else matrix
+    def _layout(group: dict, tensor: torch.Tensor) -> ParamLayout:
+        """How ``tensor`` (a parameter, or its shard) reads as ``(experts, d_out, d_in)`` matrices under ``group``."""
+        role = "vector" if tensor.dim() < 2 else "hidden"
+        stacked = bool(group.get("stacked"))  # absent from the groups of a checkpoint saved before it existed
+        return ParamLayout("", role, tuple(tensor.shape), bool(group["transposed"]), stacked)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -258,6 +288,8 @@ class Scion(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
+        check_finite_gradients("Scion", self.param_groups, shard_group(self._params(), "Scion"))
         # Owners over every parameter that needs its whole tensor, with a gradient this step or not: they stay put.
         whole = [p for group in self.param_groups for p in group["params"] if self._needs_whole(group, p)]
         position = {id(p): index for index, p in enumerate(whole)}
@@ -286,25 +318,24 @@ class Scion(torch.optim.Optimizer):
             local(p).add_(direction, alpha=groups[id(p)]["lr"])
         return loss
 
-    @staticmethod
-    def _needs_whole(group: dict, param: torch.Tensor) -> bool:
-        """Whether ``param`` is sharded along an axis its LMO reads (then its owner steps it whole)."""
+    def _params(self) -> list[torch.Tensor]:
+        return [p for group in self.param_groups for p in group["params"]]
+
+    @classmethod
+    def _needs_whole(cls, group: dict, param: torch.Tensor) -> bool:
+        """Whether ``param`` is sharded along an axis its LMO reads (then its owner steps it whole); a split of the
+        experts axis leaves whole matrices on each rank."""
         layout = sharding(param, "Scion: a parameter")
         if layout is None:
             return False
-        name = resolve_norm(group["norm"], param)
-        axis = NORMS[name].reads_axis
-        split = min(layout.dim, 1)  # the (d_out, d_in) view's axis the shards split
-        if group["transposed"]:
-            split = 1 - split
-        return axis is None or axis == split
+        split = cls._layout(group, param).matrix_axis(layout.dim)
+        return split in NORMS[resolve_norm(group["norm"], param)].reads
 
     def _direction(self, group: dict, param: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-        """``scale * lmo(d)``, shaped like ``param``."""
-        direction = self._norm(group, param).lmo(self._view(group, param, d))
-        if group["transposed"] and resolve_norm(group["norm"], param) != "rms":
-            direction = direction.T
-        return group["scale"] * direction.reshape(param.shape)
+        """``scale * lmo(d)``, shaped like ``param``: the LMO of each ``(d_out, d_in)`` matrix of ``d``. Contiguous, as
+        the owners' blocks arrive: a bfloat16 ``add_`` rounds a strided operand unlike a contiguous one."""
+        layout = self._layout(group, param)
+        return (group["scale"] * layout.from_matrices(self._norm(group, param).lmo(layout.matrices(d)))).contiguous()
 
     @torch.no_grad()
     def lmo_direction(self, tensors: dict[torch.Tensor, torch.Tensor]) -> dict[torch.Tensor, torch.Tensor]:
@@ -319,25 +350,28 @@ class Scion(torch.optim.Optimizer):
     @torch.no_grad()
     def norm_matched_init_(self, generator: torch.Generator | None = None) -> None:
         """Re-initialise every parameter on the sphere of its norm ball (radius ``scale``): orthogonal times
-        ``sqrt(d_out/d_in)`` (spectral), ``+-1/d_in`` (sign), unit-RMS columns (colnorm); ``rms`` ones are kept."""
+        ``sqrt(d_out/d_in)`` (spectral), ``+-1/d_in`` (sign), unit-RMS columns (colnorm), each expert of a stack on
+        its own sphere; ``rms`` ones are kept."""
         for group in self.param_groups:
             for p in group["params"]:
-                view = self._view(group, p, p)
-                fresh = torch.empty(view.shape, dtype=torch.float64)
+                layout = self._layout(group, p)
+                fresh = torch.empty(layout.matrices(p).shape, dtype=torch.float64)
                 self._norm(group, p).init_(fresh, generator)
                 if resolve_norm(group["norm"], p) != "rms":
-                    view.copy_(fresh * group["scale"])
+                    p.copy_(layout.from_matrices(fresh * group["scale"]))
 
     def _each(self, tensors: dict[torch.Tensor, torch.Tensor]) -> Iterable[tuple]:
         for group in self.param_groups:
             for p in group["params"]:
                 if p in tensors:
-                    yield self._norm(group, p), self._view(group, p, tensors[p]), group["scale"]
+                    yield self._norm(group, p), self._layout(group, p).matrices(tensors[p]), group["scale"]
 
     def dual_norm(self, tensors: dict[torch.Tensor, torch.Tensor]) -> float:
-        """``sum_l scale_l ||t_l||_{l,*}``: the dual of the product norm over layers (tensors keyed by parameter)."""
+        """``sum_l scale_l ||t_l||_{l,*}``: the dual of the product norm over layers (tensors keyed by parameter); a
+        stack of experts counts as one layer per expert (its dual norms summed)."""
         return sum(scale * norm.dual(t) for norm, t, scale in self._each(tensors))
 
     def primal_norm(self, tensors: dict[torch.Tensor, torch.Tensor]) -> float:
-        """``max_l ||t_l||_l / scale_l``: the product norm whose unit ball the LMO step moves in."""
+        """``max_l ||t_l||_l / scale_l``: the product norm whose unit ball the LMO step moves in (a stack of experts:
+        the largest expert's norm)."""
         return max((norm.primal(t) / scale for norm, t, scale in self._each(tensors)), default=0.0)

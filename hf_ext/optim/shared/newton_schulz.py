@@ -29,20 +29,23 @@ def newton_schulz(
     eps: float = 1e-7,
     dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
-    """Approximate ``U V^T`` of a 2-D ``matrix`` in ``dtype`` (default: the matrix's own); same shape and dtype out.
+    """Approximate ``U V^T`` of each matrix of ``matrix`` (``(..., m, n)``: one matrix, or a batch of them, each on
+    its own) in ``dtype`` (default: the matrix's own); same shape and dtype out.
 
-    ``torch.optim.Muon`` runs the same iteration in bfloat16 only; pass ``dtype=torch.bfloat16`` to match it.
+    A batch (a mixture of experts' ``(experts, out, in)`` tensor) runs as batched matrix products, no loop. The
+    products are ``torch.optim.Muon``'s (``addmm`` there, ``baddbmm`` here), which runs in bfloat16 only: with
+    ``dtype=torch.bfloat16`` each matrix's result is Muon's, bit for bit on CPU (tested).
     """
-    if matrix.dim() != 2:
-        raise ValueError(f"newton_schulz: `matrix` must be 2-D, got shape {tuple(matrix.shape)}")
+    if matrix.dim() < 2:
+        raise ValueError(f"newton_schulz: `matrix` must have 2 or more dimensions, got shape {tuple(matrix.shape)}")
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"newton_schulz: `steps` must be a positive integer, got {steps!r}")
     a, b, c = coefficients
-    x = matrix.to(dtype or matrix.dtype)
-    wide = x.size(0) <= x.size(1)
-    x = x if wide else x.T  # work on the side whose Gram matrix is smaller
-    x = x / x.norm().clamp(min=eps)
+    x = matrix.to(dtype or matrix.dtype).reshape(-1, *matrix.shape[-2:])
+    wide = x.size(-2) <= x.size(-1)
+    x = x if wide else x.mT  # work on the side whose Gram matrix is smaller
+    x = x / torch.linalg.matrix_norm(x, keepdim=True).clamp(min=eps)
     for _ in range(steps):
-        gram = x @ x.T
-        x = a * x + (b * gram + c * gram @ gram) @ x
-    return (x if wide else x.T).to(matrix.dtype)
+        gram = x @ x.mT
+        x = torch.baddbmm(x, torch.baddbmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return (x if wide else x.mT).reshape(matrix.shape).to(matrix.dtype)

@@ -59,6 +59,7 @@ from torch import nn
 from ..._sharded import local, shard_group, squared_norm_parts, sum_across
 from ..._validation import check_finite
 from ...models.layout import ParamLayout, model_layout
+from ..shared.first_step import check_first_step
 from ..shared.sharding import OwnerExchange
 from ..shared.state import restore_state
 from .groups import GROUPS, SymmetryGroup, _per_matrix
@@ -283,6 +284,7 @@ class SymmetryCurvature(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        check_first_step(self)
         elementwise, matrices, steps = [], [], []
         for index, group in enumerate(self.param_groups):
             self._init_group(group, index)

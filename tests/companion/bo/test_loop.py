@@ -8,15 +8,19 @@ import torch
 from botorch.acquisition import PosteriorMean
 from botorch.models import SingleTaskGP
 from botorch.test_functions import Branin
+from torch.quasirandom import SobolEngine
 
 from hf_ext.companion.bo import (
     RCGPUCB,
     BayesianOptimization,
     BayesianOptimizationConfig,
+    ClippedGPFactory,
     FrequencyLimitedAdversary,
     LogNEIFactory,
     NoCorruption,
     RCGPFactory,
+    RobustConjugateGP,
+    SingleTaskGPFactory,
     UCBFactory,
     regret_curves,
     robust_standardize,
@@ -82,8 +86,8 @@ def _branin_run(tmp_path, adversary, **settings):
         ("rcgp", "ucb"),
         ("rcgp", "ts"),
         pytest.param("rcgp", LogNEIFactory(), id="rcgp-lognei"),  # qLogNEI takes the model's train_inputs as baseline
-        ("gp", "ucb"),
-        ("gp", "ts"),
+        pytest.param(ClippedGPFactory(), "ucb", id="clipped_gp-ucb"),
+        pytest.param(ClippedGPFactory(), "ts", id="clipped_gp-ts"),
         pytest.param("relevance_pursuit", "ucb", marks=pytest.mark.slow),  # seconds per fit
     ],
 )
@@ -100,6 +104,22 @@ def test_short_run_under_infinite_corruption_keeps_every_point(tmp_path, model, 
     assert ((points >= branin.bounds[0]) & (points <= branin.bounds[1])).all()
     regret = regret_curves(torch.tensor([e.true for e in history]), branin.optimal_value)
     assert (regret["simple"] >= 0).all() and regret["simple"][-1] < regret["simple"][0]
+
+
+def test_the_plain_gp_refuses_an_infinite_observation_and_names_the_robust_model(tmp_path):
+    """Issue 72: one +inf (clipped to 1e10) and one 1e8 gave a posterior mean of 2e7 where the values are 0-4,
+    without a word, and the loop ran on with model="gp"; BoTorch's own SingleTaskGP refuses."""
+    X = torch.rand(10, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    Y = 2 * X.sum(-1, keepdim=True)
+    Y[3], Y[5] = math.inf, 1e8
+    with pytest.raises(ValueError, match=r"SingleTaskGPFactory: observations \[3\] are \[inf\]; .* use model='rcgp'"):
+        SingleTaskGPFactory()(X, Y)
+    assert ClippedGPFactory()(X, Y).posterior(X[:3]).mean.abs().max() > 1e6  # the wrecked baseline, asked for
+    adversary = FrequencyLimitedAdversary(12, magnitude=math.inf, direction=1, placement="random", seed=1)
+    _, loop = _branin_run(tmp_path, adversary, model="gp", acquisition="ucb")
+    with pytest.raises(ValueError, match="use model='rcgp'"):
+        loop.run(12)
+    assert any(math.isinf(e.observed) for e in loop.history)
 
 
 def test_a_raising_objective_keeps_the_history_and_the_loop_resumes(tmp_path):
@@ -154,6 +174,16 @@ def test_bad_input_names_the_field(kwargs, message):
         BayesianOptimization(**{"objective": branin, "bounds": branin.bounds} | kwargs)
 
 
+@pytest.mark.parametrize("rounds", [0, 2.5, "3", True])
+def test_rounds_that_are_not_a_positive_integer_are_refused_by_name(rounds):
+    """Issue 72: run(2.5) failed with "slice indices must be integers" from inside the loop."""
+    branin = Branin(negate=True)
+    loop = BayesianOptimization(branin, branin.bounds)
+    message = rf"BayesianOptimization.run: `rounds` must be an integer >= 1, got {rounds!r}"
+    with pytest.raises(ValueError, match=message):
+        loop.run(rounds)
+
+
 def test_a_nan_objective_value_is_refused(tmp_path):
     loop = BayesianOptimization(lambda x: float("nan"), [[0.0], [1.0]], history_file=tmp_path / "h.jsonl")
     with pytest.raises(ValueError, match="returned NaN at round 0"):
@@ -162,13 +192,14 @@ def test_a_nan_objective_value_is_refused(tmp_path):
 
 FIXED_SEED_HISTORIES = Path(__file__).parent / "data" / "fixed_seed_histories.json"
 # name -> config fields; recorded by the loop before its factories (string switch, if/else), the RCGP ones
-# again with that loop once RCGP took BoTorch's kernel and the capped adaptive threshold.
+# again with that loop once RCGP took BoTorch's kernel and the capped adaptive threshold, and again once each RCGP
+# fit also started from the default start (issue 72).
 RECORDED = {
     "rcgp_ucb_2.0": {"model": "rcgp", "acquisition": "ucb", "c": 2.0},
     "rcgp_ucb_None": {"model": "rcgp", "acquisition": "ucb", "c": None},
-    "gp_ucb_2.0": {"model": "gp", "acquisition": "ucb"},
+    "gp_ucb_2.0": {"model": ClippedGPFactory(), "acquisition": "ucb"},  # "gp" clipped infinities then; it refuses now
     "rcgp_ts_2.0": {"model": "rcgp", "acquisition": "ts", "c": 2.0},
-    "gp_ts_2.0": {"model": "gp", "acquisition": "ts"},
+    "gp_ts_2.0": {"model": ClippedGPFactory(), "acquisition": "ts"},
 }
 
 
@@ -243,6 +274,25 @@ def test_a_run_resumed_from_any_round_makes_the_uninterrupted_runs_queries(tmp_p
         (tmp_path / f"resumed_{done}.settings.json").write_text((tmp_path / "whole.settings.json").read_text())
         BayesianOptimization(_parabola, [[0.0], [1.0]], config, history_file=resumed).run(7)
         assert resumed.read_text() == whole.read_text()
+
+
+def test_a_warm_start_in_a_poor_optimum_gives_way_to_a_better_fresh_fit():
+    """Issue 72: on a clean quadratic bowl RCGP-UCB never left its initial design on some seeds. The warm start kept
+    the leave-one-out fit in a poor optimum (a lengthscale at the floor: the domain looks like noise to UCB)."""
+    X = SobolEngine(3, scramble=True, seed=1).draw(12, dtype=torch.float64)
+    Y = -((4 * X - 2) ** 2).sum(-1, keepdim=True)  # the bowl sum(x^2) on [-2, 2]^3
+    stuck = RobustConjugateGP(X, robust_standardize(Y)[0], c=2.0)
+    with torch.no_grad():
+        stuck.covar_module.base_kernel.lengthscale = torch.tensor([[1.0, 0.026, 0.6]], dtype=torch.float64)
+    factory = RCGPFactory(c=2.0)
+    factory.load_state_dict({name: value.tolist() for name, value in stuck.named_parameters()})
+    model = factory(X, Y)
+    cold = RCGPFactory(c=2.0)  # no warm start: from the lengthscale prior's mode
+    fresh = cold(X, Y)
+    warm_only = stuck.fit(max_iter=factory.max_iter).fit_objective().item()  # what the factory returned before
+    assert model.fit_objective().item() == fresh.fit_objective().item() > warm_only + 10
+    assert (model.covar_module.base_kernel.lengthscale > 0.5).all()
+    assert factory.state_dict() == cold.state_dict()  # the next round starts from the better fit
 
 
 def test_a_model_factory_drawing_from_the_global_generators_gives_the_same_queries_in_any_state(tmp_path):

@@ -14,6 +14,7 @@ from botorch.test_functions import Branin
 from hf_ext.companion.bo import (
     BayesianOptimization,
     BayesianOptimizationConfig,
+    ClippedGPFactory,
     FrequencyLimitedAdversary,
     ThompsonSamplingFactory,
     regret_curves,
@@ -24,7 +25,14 @@ FAST = {"num_restarts": 2, "raw_samples": 32, "ts_candidates": 64, "n_initial": 
 
 
 @pytest.mark.parametrize(
-    ("model", "acquisition"), [("rcgp", "ucb"), ("gp", "ucb"), ("rcgp", "ts"), ("gp", "lognei"), ("rcgp", "lognei")]
+    ("model", "acquisition"),
+    [
+        ("rcgp", "ucb"),
+        pytest.param(ClippedGPFactory(), "ucb", id="clipped_gp-ucb"),  # "gp" refuses the infinite corruption
+        ("rcgp", "ts"),
+        pytest.param(ClippedGPFactory(), "lognei", id="clipped_gp-lognei"),
+        ("rcgp", "lognei"),
+    ],
 )
 def test_a_batch_round_proposes_q_distinct_points_and_the_bookkeeping_counts_every_evaluation(model, acquisition):
     adversary = FrequencyLimitedAdversary(13, magnitude=math.inf, direction=1, placement="random", seed=1)

@@ -10,10 +10,12 @@ from botorch.acquisition import (
     qNoisyExpectedImprovement,
 )
 from botorch.acquisition.joint_entropy_search import qJointEntropySearch
+from botorch.fit import fit_gpytorch_mll
 from botorch.models.transforms import Standardize
 from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.kernels import MaternKernel, ScaleKernel
+from gpytorch.mlls import ExactMarginalLogLikelihood
 
 from hf_ext.companion.bo import RobustConjugateGP, adaptive_threshold
 from hf_ext.companion.bo.rcgp import robust_scale
@@ -322,3 +324,12 @@ def test_botorch_api_refuses_what_rcgp_cannot_hold():
     Y[3] = math.inf
     with pytest.raises(ValueError, match="`outcome_transform` \\(Standardize\\) turned `train_Y` into NaN"):
         RobustConjugateGP(X, Y, c=C, outcome_transform=Standardize(m=1))
+
+
+def test_asking_for_a_likelihood_to_fit_says_rcgp_fits_itself():
+    """Issue 72: fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model)) failed with a bare
+    "object has no attribute 'likelihood'"."""
+    model = _model(*_data())
+    with pytest.raises(AttributeError, match=r"no marginal likelihood for BoTorch's fit_gpytorch_mll .* model.fit\(\)"):
+        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    assert getattr(model, "likelihood", None) is None  # BoTorch's probes for one still find none

@@ -2,7 +2,11 @@ import copy
 
 import pytest
 import torch
+import torch.distributed as dist
+import transformers as tf
 from torch import nn
+from torch.distributed.fsdp import fully_shard
+from torch.profiler import ProfilerActivity, profile
 
 from hf_ext._sharded import Sharding
 from hf_ext.models import load_minilm, tiny_causal_lm
@@ -198,6 +202,68 @@ def test_blocks_that_differ_are_refused():
         GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, blocks=model.layers)
 
 
+def _t5():
+    config = tf.T5Config(
+        vocab_size=50,
+        d_model=8,
+        d_kv=4,
+        d_ff=16,
+        num_layers=3,
+        num_heads=2,
+        dropout_rate=0.0,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+    )
+    model = tf.T5ForConditionalGeneration(config)
+    ids = torch.randint(0, 50, (2, 5), generator=torch.Generator().manual_seed(0))
+    return model, {"input_ids": ids, "labels": ids}
+
+
+def test_t5_blocks_are_smoothed_on_what_they_share_and_the_extra_bias_steps_unsmoothed():
+    """Block 0 alone holds the relative attention bias: it takes the base step; the shared roles are averaged."""
+    smoothed, batch = _t5()
+    plain = copy.deepcopy(smoothed)
+    blocks = smoothed.encoder.block
+    start = [block.layer[0].SelfAttention.q.weight.detach().clone() for block in blocks]
+    optimizer = GradientSmoothing(torch.optim.SGD(smoothed.parameters(), lr=0.1), smoothed, blocks="encoder.block")
+    assert find_blocks(smoothed)[1] is blocks and "layer.0.SelfAttention.q.weight" in optimizer.roles
+    assert not any("relative_attention_bias" in role for role in optimizer.roles)
+    for model, step in ((plain, torch.optim.SGD(plain.parameters(), lr=0.1)), (smoothed, optimizer)):
+        model(**batch).loss.backward()
+        step.step()
+    bias = "layer.0.SelfAttention.relative_attention_bias.weight"
+    assert torch.equal(blocks[0].get_parameter(bias), plain.encoder.block[0].get_parameter(bias))
+    steps = [block.layer[0].SelfAttention.q.weight - w for block, w in zip(plain.encoder.block, start, strict=True)]
+    torch.testing.assert_close(blocks[1].layer[0].SelfAttention.q.weight, start[1] + sum(steps) / 3)  # the mean step
+
+
+def test_blocks_whose_shared_parameters_differ_in_shape_are_refused_naming_them():
+    model = Stack()
+    model.layers[2].extra = nn.Linear(3, 3)  # held by block 2 alone: no difference
+    model.layers[3].bias = nn.Parameter(torch.zeros(4))
+    with pytest.raises(ValueError, match=r"block 3 differs from block 0 at 'bias'"):
+        GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, blocks=model.layers)
+
+
+@pytest.fixture
+def one_process_group():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_blocks_fully_sharded_one_by_one_are_still_found(one_process_group):
+    """FSDP2 renames a sharded block's class FSDP<class>; the last block, left to the root's shard, keeps its own."""
+    llama, _ = tiny_causal_lm(num_layers=3)
+    for layer in llama.model.layers[:-1]:
+        fully_shard(layer)
+    fully_shard(llama)
+    assert type(llama.model.layers[0]).__name__ == "FSDPLlamaDecoderLayer"
+    assert find_blocks(llama)[1] is llama.model.layers
+    optimizer = GradientSmoothing(torch.optim.AdamW(llama.parameters()), llama)
+    assert len(optimizer.roles["mlp.up_proj.weight"]) == 3
+
+
 def test_blocks_sharded_differently_are_refused(monkeypatch):
     """The depth mix runs on local shards, so a role must be split alike in every block (else its rows misalign)."""
     model = Stack()
@@ -206,3 +272,103 @@ def test_blocks_sharded_differently_are_refused(monkeypatch):
     monkeypatch.setattr(smoothing, "sharding", lambda p, name: split if id(p) in first else None)
     with pytest.raises(ValueError, match=r"'weight' is sharded as None in block 1 .* must be sharded alike"):
         GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, window=3)
+
+
+def _random_gradients(model, generator):
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=generator).to(p.dtype)
+
+
+@pytest.mark.parametrize("mode", ["update", "gradient"])
+def test_one_mix_a_step_over_every_role_into_a_kept_buffer(monkeypatch, mode):
+    """The depth mix is one ``depth_smooth`` over all roles' stacked blocks (weight and bias here), written into the
+    same buffer every step: no call per role, no parameter-sized result allocated each step."""
+    calls, mix = [], smoothing.depth_smooth
+
+    def spy(stacked, weights, offset=None, out=None):
+        calls.append((stacked, out))
+        return mix(stacked, weights, offset, out)
+
+    monkeypatch.setattr(smoothing, "depth_smooth", spy)
+    model = Stack()
+    optimizer = GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, window=3, mode=mode)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(2):
+        _random_gradients(model, generator)
+        optimizer.step()
+    assert len(optimizer.roles) == 2 and len(calls) == 2
+    assert calls[0][1] is not None and calls[1][1] is calls[0][1] and calls[1][0] is calls[0][0]
+    assert calls[0][0].shape == (4, 3 * 3 + 3)  # a row per block: its weight and bias side by side
+
+
+@pytest.mark.parametrize("mode", ["update", "gradient"])
+def test_a_model_moved_after_the_optimizer_was_built_steps_as_if_built_after(mode):
+    """accelerate's ``prepare`` moves a model its optimizer was built on: the kept buffers follow it (to float64
+    here, as they would to a GPU)."""
+
+    def smoothed(model):
+        return GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), model, mode=mode)
+
+    moved, built_after = Stack(), Stack()
+    optimizer = smoothed(moved)
+    moved.double()
+    built_after.double()
+    for model, step in ((moved, optimizer), (built_after, smoothed(built_after))):
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(2):
+            _random_gradients(model, generator)
+            step.step()
+    for name, p in moved.named_parameters():
+        assert torch.equal(p, built_after.get_parameter(name)), name
+
+
+@pytest.mark.parametrize("mode", ["update", "gradient"])
+def test_a_step_allocates_nothing(mode):
+    """A parameter-sized temporary costs a CPU its fresh pages, more than the arithmetic: the step reuses buffers."""
+    model = Stack(width=16)
+    optimizer = GradientSmoothing(torch.optim.SGD(model.parameters(), lr=0.1), model, window=3, mode=mode)
+    _random_gradients(model, torch.Generator().manual_seed(0))
+    optimizer.step()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+        optimizer.step()
+    allocations = [(event.name, event.cpu_memory_usage) for event in profiler.events() if event.cpu_memory_usage > 0]
+    assert not allocations
+
+
+@pytest.mark.parametrize("mode", ["update", "gradient"])
+def test_the_step_reads_no_number_back_to_the_host_beyond_its_base(mode, host_reads):
+    """No ``.item()``/``float()``/``bool()``/``.tolist()`` of its own: it adds no device synchronisation to the base's
+    (torch's AdamW reads its step counter, once per parameter, unless ``capturable``)."""
+    plain, smoothed = Stack(), Stack()
+    base = torch.optim.AdamW(plain.parameters(), lr=1e-2)
+    wrapper = GradientSmoothing(torch.optim.AdamW(smoothed.parameters(), lr=1e-2), smoothed, mode=mode)
+    reads = {}
+    for model, optimizer in ((plain, base), (smoothed, wrapper)):
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(2):  # the first step sets up state; the second is the steady one
+            _random_gradients(model, generator)
+            with host_reads() as counted:
+                optimizer.step()
+        reads[optimizer] = counted["count"]
+    assert reads[wrapper] == reads[base] > 0
+
+
+@pytest.mark.parametrize("mode", ["update", "gradient"])
+def test_torch_compile_compiles_the_step_once_and_steps_as_eager(mode, compiled_and_eager):
+    """``torch.compile(optimizer.step)`` traces at the first step and never again (the buffers are made at
+    construction, not at a first step), and moves the parameters as the eager step does, to float32 rounding (torch's
+    AdamW computes its bias corrections differently compiled)."""
+
+    def build():
+        model = Stack()
+        optimizer = GradientSmoothing(torch.optim.AdamW(model.parameters(), lr=1e-2), model, window=3, mode=mode)
+        generator = torch.Generator().manual_seed(1)
+
+        def closure():
+            _random_gradients(model, generator)
+
+        return model, optimizer, closure
+
+    eager, compiled = compiled_and_eager(build, steps=4)
+    for a, b in zip(eager, compiled, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)

@@ -79,6 +79,18 @@ def test_step_size_is_logged_and_a_loss_free_optimizer_is_refused(training_args)
         _train(training_args(**RUN))
 
 
+def test_gradient_clipping_is_refused_at_construction(training_args):
+    """Issue 72: the default ``max_grad_norm=1.0`` was accepted, so SPS sized its steps from clipped gradients."""
+    model, _ = tiny_causal_lm()
+    args = training_args(**RUN | {"max_grad_norm": 1.0})
+    with pytest.raises(
+        ValueError, match=r"^LossToOptimizerTrainer: `max_grad_norm` must be 0.0 \(no clipping\), got 1.0"
+    ):
+        LossToOptimizerTrainer(
+            model=model, args=args, train_dataset=blocks(), optimizers=(SPS(model.parameters()), None)
+        )
+
+
 def test_the_plain_trainer_cannot_step_sps(training_args):
     model, _ = tiny_causal_lm()
     trainer = Trainer(

@@ -138,6 +138,20 @@ def test_bad_arguments_are_refused_at_construction(cls, kwargs, message):
 
 
 @pytest.mark.parametrize(
+    ("cls", "kwargs", "message"),
+    [
+        (SPS, {"lr": "0.1"}, r"^SPS: `lr` must be a number, got '0.1' \(str\)$"),
+        (NGN, {"momentum": None}, r"^NGN: `momentum` must be a number, got None \(NoneType\)$"),
+        (SPS, {"bound_growth": "2"}, r"^SPS: `bound_growth` must be a number or None, got '2' \(str\)$"),
+    ],
+)
+def test_a_setting_that_is_not_a_number_is_refused_by_name(cls, kwargs, message):
+    """Issue 72: ``SPS(p, lr="0.1")`` failed inside a comparison, naming no setting."""
+    with pytest.raises(TypeError, match=message):
+        cls([torch.nn.Parameter(torch.zeros(1))], **kwargs)
+
+
+@pytest.mark.parametrize(
     ("optimizer", "loss", "error", "message"),
     [
         (lambda p: SPS(p, f_star=1.0), 0.5, ValueError, r"SPS: the loss 0.5 is below `f_star` = 1.0"),

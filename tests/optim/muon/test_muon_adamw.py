@@ -94,10 +94,90 @@ def test_an_added_group_says_where_it_goes():
     extra = nn.Parameter(torch.ones(3, 3))
     with pytest.raises(ValueError, match="must set `use_muon` to True .* or False"):
         optimizer.add_param_group({"params": [extra]})
-    with pytest.raises(ValueError, match=r"2-D parameters only, got shapes \[\(3,\)\]"):
+    with pytest.raises(ValueError, match=r"holds 2-D parameters \(3-D ones with `stacked=True`.*got shapes \[\(3,\)\]"):
         optimizer.add_param_group({"params": [nn.Parameter(torch.ones(3))], "use_muon": True})
     with pytest.raises(ValueError, match="`lr` must be >= 0, got -1.0"):
         optimizer.add_param_group({"params": [extra], "use_muon": True, "lr": -1.0})
     optimizer.add_param_group({"params": [extra], "use_muon": True, "lr": 0.5})
     assert optimizer.optimizers[0].param_groups[-1] is optimizer.param_groups[-1]
     assert optimizer.param_groups[-1]["lr"] == 0.5
+
+
+def test_given_parameters_it_says_it_takes_the_model():
+    with pytest.raises(TypeError, match=r"MuonWithAdamW takes the model \(an nn.Module\), got list: it reads"):
+        MuonWithAdamW(list(_model().parameters()), lr=0.01)
+
+
+class _MoE(nn.Module):
+    """A router, a stack of experts (experts, out, in) and a classifier head, as transformers lays them out."""
+
+    def __init__(self):
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+        self.gate = nn.Linear(8, 4, bias=False)
+        self.experts = nn.Module()
+        self.experts.down_proj = nn.Parameter(torch.randn(4, 8, 12, generator=generator))
+        self.up = nn.Linear(8, 12)
+        self.classifier = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = torch.einsum("eoi,bi->beo", self.experts.down_proj, torch.relu(self.up(x)))
+        return self.classifier((h * self.gate(x).softmax(-1)[..., None]).sum(1))
+
+
+def test_experts_and_the_router_go_to_muon_and_a_classifier_head_to_adamw():
+    """The old grouping sent every 3-D expert tensor to AdamW and a `classifier` to Muon."""
+    model = _MoE()
+    optimizer = MuonWithAdamW(model, lr=0.01)
+    where = {id(p): (g["use_muon"], g.get("stacked", False)) for g in optimizer.param_groups for p in g["params"]}
+    assert where[id(model.experts.down_proj)] == (True, True)
+    assert where[id(model.gate.weight)] == (True, False) and where[id(model.up.weight)] == (True, False)
+    assert not where[id(model.classifier.weight)][0] and not where[id(model.up.bias)][0]
+
+
+def test_each_expert_steps_as_torch_muon_steps_it_alone_bit_for_bit():
+    model = _MoE()
+    optimizer = MuonWithAdamW(model, lr=0.01)
+    before = model.experts.down_proj.detach().clone()
+    alone = [nn.Parameter(m.clone()) for m in before]
+    reference = torch.optim.Muon(alone, lr=0.01, weight_decay=0.0, adjust_lr_fn="match_rms_adamw")
+    for seed in range(3):
+        x = torch.randn(5, 8, generator=torch.Generator().manual_seed(seed))
+        optimizer.zero_grad()
+        model(x).square().sum().backward()
+        for p, g in zip(alone, model.experts.down_proj.grad, strict=True):
+            p.grad = g.clone()
+        optimizer.step()
+        reference.step()
+    assert torch.equal(model.experts.down_proj.detach(), torch.stack([p.detach() for p in alone]))
+    assert not torch.equal(model.experts.down_proj.detach(), before)
+
+
+def test_a_conv1d_weight_steps_as_the_transposed_linear_bit_for_bit():
+    """Square maps too: in bfloat16, Newton-Schulz on a matrix and on its transpose round differently (the old step
+    ran it on the stored (in, out) matrix: 14% of the largest entry off on GPT-2's attention c_proj)."""
+    from transformers.pytorch_utils import Conv1D
+
+    conv = nn.Sequential(Conv1D(nf=16, nx=16), Conv1D(nf=16, nx=16))
+    linear = nn.Sequential(nn.Linear(16, 16), nn.Linear(16, 16))
+    with torch.no_grad():
+        for c, lin in zip(conv, linear, strict=True):
+            lin.weight.copy_(c.weight.T)
+            lin.bias.copy_(c.bias)
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(0))
+    for model in (conv, linear):
+        optimizer = MuonWithAdamW(model, lr=0.02)
+        for _ in range(2):
+            optimizer.zero_grad()
+            model(x).square().sum().backward()
+            optimizer.step()
+    for c, lin in zip(conv, linear, strict=True):
+        assert torch.equal(c.weight.detach(), lin.weight.detach().T)
+
+
+def test_a_three_dimensional_muon_parameter_needs_a_stacked_group():
+    from hf_ext.optim import ShardedMuon
+
+    with pytest.raises(ValueError, match=r"and 3-D ones in a group with `stacked=True` .* got shapes \[\(2, 3, 4\)\]"):
+        ShardedMuon([nn.Parameter(torch.ones(2, 3, 4))])
+    ShardedMuon([{"params": [nn.Parameter(torch.ones(2, 3, 4))], "stacked": True}])

@@ -194,3 +194,120 @@ def test_through_the_trainer_both_ways(trained_both_ways):
     direct, by_class = trained_both_ways(_untied_llama, Scion, scion_param_groups, lr=0.02)
     assert direct == pytest.approx(by_class)
     assert direct[-1] < direct[0]
+
+
+def _experts(shape=(4, 12, 8), seed=0):
+    return nn.Parameter(_randn(*shape, seed=seed).float())
+
+
+@pytest.mark.parametrize("shape", [(4, 12, 8), (4, 8, 12)])
+def test_each_expert_of_a_stack_steps_as_that_expert_alone(shape):
+    """The old step read a (4, 12, 8) tensor as one (4, 96) matrix: each expert's update 1/10th of its own LMO."""
+    stacked = _experts(shape)
+    alone = [nn.Parameter(m.detach().clone()) for m in stacked]
+    grad = _randn(*shape, seed=1).float()
+    stacked.grad = grad.clone()
+    for p, g in zip(alone, grad, strict=True):
+        p.grad = g.clone()
+    Scion([{"params": [stacked], "stacked": True}], lr=0.1, alpha=0.5).step()
+    Scion(alone, lr=0.1, alpha=0.5).step()
+    torch.testing.assert_close(stacked.detach(), torch.stack([p.detach() for p in alone]), rtol=1e-5, atol=1e-6)
+
+
+def test_stacked_experts_stored_transposed_step_as_their_maps():
+    """Experts stored (experts, in, out) (`is_transposed`): each expert's update is its map's, transposed back."""
+    maps = _experts((3, 12, 8))
+    stored = nn.Parameter(maps.detach().mT.contiguous())
+    maps.grad = _randn(3, 12, 8, seed=1).float()
+    stored.grad = maps.grad.mT.contiguous()
+    Scion([{"params": [maps], "stacked": True}], lr=0.1).step()
+    Scion([{"params": [stored], "stacked": True, "transposed": True}], lr=0.1).step()
+    torch.testing.assert_close(stored.detach(), maps.detach().mT, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(EXACT))
+def test_on_a_stack_the_dual_norm_sums_the_experts_and_the_primal_takes_the_largest(name):
+    norm, stack = EXACT[name], _randn(3, 6, 10)
+    assert norm.dual(stack) == pytest.approx(sum(norm.dual(m) for m in stack), rel=1e-6)  # svdvals in float32
+    assert norm.primal(stack) == pytest.approx(max(norm.primal(m) for m in stack), rel=1e-6)
+    torch.testing.assert_close(norm.lmo(stack), torch.stack([norm.lmo(m) for m in stack]), rtol=1e-9, atol=1e-12)
+
+
+def test_norm_matched_init_puts_each_expert_on_its_sphere():
+    experts = _experts((4, 12, 8))
+    optimizer = Scion([{"params": [experts], "stacked": True, "scale": 2.0}])
+    optimizer.norm_matched_init_(torch.Generator().manual_seed(0))
+    for matrix in experts.detach():
+        assert optimizer.primal_norm({experts: matrix.expand(1, 12, 8)}) * 2.0 == pytest.approx(2.0, rel=1e-5)
+
+
+def test_a_tensor_of_three_dimensions_needs_its_group_to_say_stacked():
+    with pytest.raises(ValueError, match=r"shape \(4, 12, 8\) needs its group's `stacked` set: True for a stack"):
+        Scion([_experts()])
+    Scion([{"params": [_experts()], "stacked": False}])  # a convolution kernel: one (out, in * k) matrix
+
+
+def test_conv1d_weights_step_as_the_transposed_linear():
+    """GPT-2's Conv1D stores (in, out): the spectral scale is sqrt(d_out/d_in) of the map, not of the stored axes (the
+    old step moved c_fc 0.25x and mlp.c_proj 4x as far as the equivalent nn.Linear)."""
+    from transformers.pytorch_utils import Conv1D
+
+    conv = Conv1D(nf=32, nx=8)  # 8 -> 32, stored (8, 32)
+    linear = nn.Linear(8, 32)
+    with torch.no_grad():
+        linear.weight.copy_(conv.weight.T)
+        linear.bias.copy_(conv.bias)
+    x = _randn(5, 8).float()
+    for module in (conv, linear):
+        module(x).square().sum().backward()
+        Scion(module, lr=0.1).step()
+    torch.testing.assert_close(conv.weight.detach(), linear.weight.detach().T, rtol=1e-5, atol=1e-6)
+
+
+def test_roles_come_from_the_model_layout_so_a_classifier_is_a_head():
+    """BERT's `classifier` is the head though get_output_embeddings() is None (the old grouping made it spectral)."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, num_labels=3
+    )
+    model = BertForSequenceClassification(config)
+    norm_of = {id(p): group["norm"] for group in scion_param_groups(model) for p in group["params"]}
+    assert norm_of[id(model.classifier.weight)] == "sign"
+    assert norm_of[id(model.bert.pooler.dense.weight)] == "spectral"
+    assert norm_of[id(model.bert.embeddings.word_embeddings.weight)] == "colnorm"
+
+
+def test_a_nan_gradient_is_refused_by_name_before_any_weight_or_momentum_changes():
+    """The old step wrote the NaN into every weight it touched."""
+    model = _untied_llama()
+    optimizer = Scion(model, lr=0.05)
+    batch = {"input_ids": torch.tensor([[1, 5, 7, 9]]), "labels": torch.tensor([[1, 5, 7, 9]])}
+    model(**batch).loss.backward()
+    optimizer.step()
+    weights = copy.deepcopy(model.state_dict())
+    momentum = {p: state["momentum_buffer"].clone() for p, state in optimizer.state.items()}
+    model.zero_grad()
+    model(**batch).loss.backward()
+    model.model.layers[1].mlp.up_proj.weight.grad[3, 2] = float("nan")
+    position = next(
+        (g, i)
+        for g, group in enumerate(optimizer.param_groups)
+        for i, p in enumerate(group["params"])
+        if p is model.model.layers[1].mlp.up_proj.weight
+    )
+    message = rf"Scion: the gradient of param_groups\[{position[0]}\]\['params'\]\[{position[1]}\] \(shape \(32, 16\)\)"
+    with pytest.raises(FloatingPointError, match=message + " holds NaN or inf; stopped before any weight changed"):
+        optimizer.step()
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, weights[name]), name
+    assert all(torch.equal(state["momentum_buffer"], momentum[p]) for p, state in optimizer.state.items())
+
+
+def test_a_nan_gradient_is_named_by_the_groups_param_names_when_it_has_them():
+    model = _untied_llama()
+    optimizer = Scion(list(model.named_parameters()), lr=0.05)
+    model(input_ids=torch.tensor([[1, 5]]), labels=torch.tensor([[1, 5]])).loss.backward()
+    model.lm_head.weight.grad[0, 0] = float("inf")
+    with pytest.raises(FloatingPointError, match="the gradient of lm_head.weight holds NaN or inf"):
+        optimizer.step()

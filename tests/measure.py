@@ -46,12 +46,13 @@ def states(text: str, number: str) -> bool:
 
 
 def printed_as(output: str, number: str) -> tuple[str, str] | None:
-    """The first number of ``output`` that is ``number`` at its precision, with the line that printed it."""
+    """The first number of ``output`` that is ``number`` at its precision, with the stretch of its line around it."""
     decimals = len(number.partition(".")[2]) if "e" not in number.lower() else None
     for line in output.splitlines():
-        for found in NUMBER.findall(line):
-            if found == number or (decimals is not None and f"{float(found):.{decimals}f}" == number.lstrip("+")):
-                return found, line.strip()
+        for found in NUMBER.finditer(line):
+            text = found.group()
+            if text == number or (decimals is not None and f"{float(text):.{decimals}f}" == number.lstrip("+")):
+                return text, line[max(found.start() - 60, 0) : found.end() + 20].strip()
     return None
 
 
@@ -65,7 +66,7 @@ def beside(numbers: list[str], output: str) -> list[str]:
         rows.append(recorded)
         for number in NUMBER.findall(recorded):
             match = printed_as(output, number)
-            rows.append(f"    {number}: " + (f"{match[0]}  ({match[1][:120]})" if match else "not printed"))
+            rows.append(f"    {number}: " + (f"{match[0]}  (... {match[1]} ...)" if match else "not printed"))
     return rows
 
 

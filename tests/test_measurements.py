@@ -7,10 +7,11 @@ it, not the settings, job and storage plumbing around them) with the hash of its
 change to that code fails here until the numbers are measured again (``make measure ENTRY=...``) and the hash
 renewed; a suite that runs for hours also names the commit it was measured on (``measured_at``), to reproduce it.
 
-The hash is of a file's code, not of where it lives: the syntax tree without docstrings, each ``from ... import``
-keyed by the names it binds and not by the module it reads them from (YAML as parsed data). Rewording a comment
-or docstring keeps it, and so does moving a file to another package (a benchmark harness out of a method
-package): an entry whose file is gone from its path finds it by its hash wherever it went. Hashing whole files,
+The hash is of a file's code, not of where it lives: the syntax tree without docstrings, each import from our own
+code keyed by the names it binds and not by the module it reads them from (YAML as parsed data). Rewording a
+comment or docstring keeps it, and so does moving a file to another package (a benchmark harness out of a method
+package) and pointing its importers at it: an entry whose file is gone from its path finds it by its hash wherever
+it went. Hashing whole files,
 not named functions: a function computes with its module's constants and helpers, and a refactor moves files.
 """
 
@@ -33,8 +34,8 @@ spec.loader.exec_module(measure)
 
 MEASUREMENTS = measure.load_entries()
 NAMES = [entry["name"] for entry in MEASUREMENTS]
-# What a command line starts with: a program (a recipe, a benchmark, make) or a shell loop over seeds or folders.
-PROGRAMS = ("python", "hf-ext", "make", "nice", "for", "cp")
+# Our own code's top-level packages: an import from them is keyed by the names it binds, not the module path.
+OWN_PACKAGES = ("hf_ext", "benchmarks")
 # Folders never searched for a moved file: the environment, run outputs, caches.
 NOT_SOURCE = ("outputs", "__pycache__", "node_modules", "build")
 
@@ -49,21 +50,28 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-def _without_import_paths(tree: ast.AST) -> ast.AST:
-    """``from .config import ESConfig`` and ``from hf_ext.companion.es.config import ESConfig`` alike: where a name is
-    read from is the layout; what it computes is hashed in the file that defines it."""
+def _own_imports_by_name(tree: ast.Module) -> ast.Module:
+    """Imports from our own code (relative, or from ``hf_ext`` or ``benchmarks``) keyed by the names they bind:
+    ``from .config import ESConfig`` and ``from hf_ext.companion.es.config import ESConfig`` alike, and a module's
+    top-level ones merged into one sorted list, however a move splits or reorders them. Where a name is read from
+    is the layout; what it computes is hashed in the file that defines it. Other packages' imports stay as written."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in OWN_PACKAGES):
             node.module, node.level = None, 0
+    own = [node for node in tree.body if isinstance(node, ast.ImportFrom) and node.module is None]
+    names = sorted((alias.name, alias.asname or "") for node in own for alias in node.names)
+    tree.body = [node for node in tree.body if node not in own]
+    if names:
+        tree.body.insert(0, ast.ImportFrom(None, [ast.alias(name, asname or None) for name, asname in names], 0))
     return tree
 
 
 def canonical_text(path: Path) -> str:
-    """What of ``path`` can change a result: a Python file's syntax tree without docstrings or import paths, a YAML
-    file's data."""
+    """What of ``path`` can change a result: a Python file's syntax tree without docstrings, its own imports by name;
+    a YAML file's data."""
     text = path.read_text()
     if path.suffix == ".py":
-        return ast.dump(_without_import_paths(_without_docstrings(ast.parse(text))))
+        return ast.dump(_own_imports_by_name(_without_docstrings(ast.parse(text))))
     if path.suffix in (".yaml", ".yml"):
         return json.dumps(yaml.safe_load(text), sort_keys=True)
     return text
@@ -194,6 +202,23 @@ def test_a_moved_file_keeps_its_hash_and_its_entry_finds_it(tmp_path):
     assert changed_code(tmp_path, code) == {}
 
 
+def test_an_importer_pointed_at_a_moved_file_keeps_its_hash(tmp_path):
+    recipe = tmp_path / "recipe.py"
+    recipe.write_text("import numpy as np\nfrom hf_ext.companion.es import ESConfig, run\n\nrun(ESConfig(np.pi))\n")
+    before = code_hash(recipe)
+    recipe.write_text(
+        "import numpy as np\nfrom benchmarks.coco import run\nfrom hf_ext.companion.es.config import ESConfig\n\n"
+        "run(ESConfig(np.pi))\n"
+    )
+    assert code_hash(recipe) == before
+    recipe.write_text(
+        "import numpy as np\nfrom hf_ext.companion.es import ESConfig, run_fast as run\n\nrun(ESConfig(np.pi))\n"
+    )
+    assert code_hash(recipe) != before  # another function under the same name
+    recipe.write_text("import numpy as np\nfrom scipy.constants import ESConfig, run\n\nrun(ESConfig(np.pi))\n")
+    assert code_hash(recipe) != before  # another package's names are its own
+
+
 def test_an_edit_to_the_numerics_is_caught_at_its_path_and_after_a_move(tmp_path):
     path = tmp_path / "hf_ext" / "companion" / "es" / "coco.py"
     _write(path, HARNESS)
@@ -229,6 +254,7 @@ def test_a_number_is_stated_only_where_it_stands_whole():
 def test_a_printed_number_is_found_at_the_recorded_precision():
     output = 'step 400\n{"agzo": 0.15625, "mezo": 0.4634}\n'
     assert measure.printed_as(output, "0.156") == ("0.15625", '{"agzo": 0.15625, "mezo": 0.4634}')
+    assert measure.printed_as("x" * 100 + " 0.75", "0.750") == ("0.75", "x" * 59 + " 0.75")
     assert measure.printed_as(output, "0.463")[0] == "0.4634"
     assert measure.printed_as(output, "0.750") is None
 

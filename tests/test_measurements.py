@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,9 @@ spec.loader.exec_module(measure)
 
 MEASUREMENTS = measure.load_entries()
 NAMES = [entry["name"] for entry in MEASUREMENTS]
+# What a command line starts with: a program (a recipe, a benchmark, make), a shell loop over seeds or folders, a
+# copy of earlier runs to add methods to, an older commit's code checked out beside (git, env PYTHONPATH=...).
+PROGRAMS = ("python", "hf-ext", "make", "nice", "for", "cp", "git", "env")
 # Our own code's top-level packages: an import from them is keyed by the names it binds, not the module path.
 OWN_PACKAGES = ("hf_ext", "benchmarks")
 # Folders never searched for a moved file: the environment, run outputs, caches.
@@ -146,6 +150,15 @@ def test_every_file_states_the_measured_numbers(entry):
         text = (ROOT / name).read_text()
         missing = [number for number in entry["numbers"] if not measure.states(text, number)]
         assert not missing, f"{entry['name']}: {name} does not state {missing} (whole, not inside a longer number)"
+
+
+@pytest.mark.parametrize("entry", MEASUREMENTS, ids=NAMES)
+def test_every_entry_has_a_command_that_runs(entry):
+    lines = measure.command_lines(entry["command"])
+    prose = [line for line in lines if line.split()[0] not in PROGRAMS]
+    assert not prose, f"{entry['name']}: a command line starts with none of {PROGRAMS}: {prose}"
+    syntax = subprocess.run(["bash", "-n", "-c", "\n".join(lines)], capture_output=True, text=True)
+    assert syntax.returncode == 0, f"{entry['name']}: its command is not a shell command: {syntax.stderr}"
 
 
 @pytest.mark.parametrize("entry", MEASUREMENTS, ids=NAMES)

@@ -14,7 +14,7 @@ STAMP_TEXT := $(TORCH) [$(EXTRAS)] $(ASSETS) $(shell cat setup.cfg pyproject.tom
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test test-all test-fast demo bench gpu-check llama-server lint clean
+.PHONY: install test test-all test-fast demo measure bench gpu-check llama-server lint clean
 
 install:
 	@if [ "$$(cat $(STAMP) 2>/dev/null)" = "$(STAMP_TEXT)" ]; then \
@@ -45,6 +45,12 @@ test-fast: install
 # make demo DEMO_ARGS='seeds="0 1 2"'
 demo: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/hf-ext run agzo_finetune $(DEMO_ARGS)
+
+# One entry of docs/measurements.yaml measured again: its command run, then its recorded numbers printed beside the
+# ones the run printed (make measure ENTRY=demo). An entry with `measured_at` runs for hours.
+ENTRY ?=
+measure: install
+	HF_HUB_OFFLINE=1 $(PY) tests/measure.py $(ENTRY)
 
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/kernel_speed.py

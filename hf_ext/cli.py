@@ -1,10 +1,13 @@
 """The ``hf-ext`` command: ``env`` (versions and devices), ``list`` (recipes), ``run`` (a recipe)."""
 
 import argparse
+import ast
 import contextlib
+import ctypes
 import dataclasses
 import difflib
 import enum
+import importlib.util
 import io
 import json
 import os
@@ -39,17 +42,61 @@ _ACCELERATE_LAUNCH = (sys.executable, "-m", "accelerate.commands.launch", "--qui
 
 
 def env_report() -> dict[str, str]:
-    """Versions of the stack, whether CUDA is available and whether Triton kernels will run."""
-    import torch
+    """Versions of the stack, whether CUDA is available and whether Triton kernels will run.
 
-    from hf_ext.kernels import triton_available
-
+    torch (seconds to import) is asked only where it may find a GPU, see :func:`_torch_finds_no_gpu`.
+    """
     report = {"python": platform.python_version()}
     report.update({package: installed_version(package) for package in _PACKAGES})
-    cuda = torch.cuda.is_available()
+    cuda = False
+    if not _torch_finds_no_gpu():
+        import torch
+
+        cuda = torch.cuda.is_available()
     report["cuda available"] = str(cuda)
-    report["triton kernels"] = "yes" if cuda and triton_available() else "no (torch reference kernels)"
+    report["triton kernels"] = "yes" if cuda and _triton_available() else "no (torch reference kernels)"
     return report
+
+
+def _triton_available() -> bool:
+    """:func:`hf_ext.kernels.triton_available`, imported only once a GPU is found: importing it takes seconds."""
+    from hf_ext.kernels import triton_available
+
+    return triton_available()
+
+
+def _torch_build() -> dict[str, object]:
+    """The constants of torch's generated ``torch/version.py`` (``cuda`` and ``hip``, None in a build without them),
+    read without importing torch; empty where the file is missing or unreadable."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    try:
+        tree = ast.parse((Path(next(iter(spec.submodule_search_locations))) / "version.py").read_bytes())
+    except (OSError, SyntaxError):
+        return {}
+    constants = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Constant):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            constants.update({target.id: node.value.value for target in targets if isinstance(target, ast.Name)})
+    return constants
+
+
+def _torch_finds_no_gpu() -> bool:
+    """True where ``torch.cuda.is_available()`` is certainly False, told without importing torch: a build without
+    CUDA and ROCm, or a CUDA build on Linux without the NVIDIA driver (``libcuda.so.1``). False where unsure."""
+    build = _torch_build()
+    if not {"cuda", "hip"} <= build.keys():
+        return False
+    if build["cuda"] is None and build["hip"] is None:
+        return True
+    if build["hip"] is None and sys.platform == "linux":
+        try:
+            ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            return True
+    return False
 
 
 def overrides_to_flags(overrides: list[str]) -> list[str]:

@@ -396,5 +396,21 @@ def test_every_extra_lists_only_packages_the_code_imports(modules):
         for dist in providers.get(imp.target.split(".")[0], [])
     }
     for extra, names in _declared_distributions().items():
-        if extra not in ("install_requires", "dev"):
+        if extra not in ("install_requires", "dev", "models"):  # models: read as files, see the test below
             assert names <= imported, f"extra [{extra}] lists {sorted(names - imported)}, which nothing imports"
+
+
+def _located_assets() -> set[str]:
+    """The distributions hf_ext reads files from without importing them: ``asset_dir(module, distribution)``."""
+    located = set()
+    for path in (REPO / "hf_ext").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "asset_dir":
+                located.add(_canonical(ast.literal_eval(node.args[1])))
+    return located
+
+
+def test_the_models_extra_lists_the_asset_packages_the_code_locates():
+    """The offline model packages are never imported (their imports pull unused runtimes): ``asset_dir`` finds their
+    files. The ``models`` extra lists exactly those."""
+    assert _declared_distributions()["models"] == _located_assets() != set()

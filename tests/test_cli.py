@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from hf_ext import cli
 from hf_ext.recipes import available_recipes, recipe_parser, recipe_script, shipped_configs
@@ -22,6 +23,45 @@ def test_env_reports_versions_and_kernel_backend(capsys):
     for key in ("python", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "triton"):
         assert any(line.split()[0] == key for line in out.splitlines()), key
     assert "cuda available" in out and "triton kernels" in out
+    line = next(line for line in out.splitlines() if line.startswith("cuda available"))
+    assert line.split()[-1] == str(torch.cuda.is_available())
+
+
+def test_env_imports_no_torch_where_torch_finds_no_gpu():
+    """`hf-ext env` took 12 s, importing torch and torch._dynamo to learn that a CPU build of torch has no GPU."""
+    if not cli._torch_finds_no_gpu():
+        pytest.skip("torch may find a GPU here: env asks it")
+    code = "import sys; from hf_ext import cli; cli.main(['env']); print({'torch', 'transformers'} & set(sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "cuda available   False" in result.stdout and result.stdout.splitlines()[-1] == "set()"
+
+
+def test_torch_build_reads_torch_version_as_torch_does():
+    build = cli._torch_build()
+    assert build["__version__"] == torch.__version__
+    assert (build["cuda"], build["hip"]) == (torch.version.cuda, torch.version.hip)
+
+
+def _no_driver(name):
+    raise OSError(f"{name}: cannot open shared object file")
+
+
+@pytest.mark.parametrize(
+    ("build", "load_driver", "finds_no_gpu"),
+    [
+        ({"cuda": None, "hip": None}, None, True),  # a CPU build
+        ({"cuda": "12.8", "hip": None}, _no_driver, True),  # a CUDA build without the NVIDIA driver
+        ({"cuda": "12.8", "hip": None}, lambda name: None, False),  # with it: torch is asked
+        ({"cuda": None, "hip": "6.4"}, None, False),  # ROCm: torch is asked
+        ({}, None, False),  # torch/version.py not as expected: torch is asked
+    ],
+)
+def test_torch_finds_no_gpu_only_where_certain(monkeypatch, build, load_driver, finds_no_gpu):
+    monkeypatch.setattr(cli, "_torch_build", lambda: build)
+    monkeypatch.setattr(cli.sys, "platform", "linux")
+    if load_driver is not None:
+        monkeypatch.setattr(cli.ctypes, "CDLL", load_driver)
+    assert cli._torch_finds_no_gpu() is finds_no_gpu
 
 
 def test_list_shows_recipes_with_descriptions(capsys):

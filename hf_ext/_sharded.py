@@ -121,15 +121,25 @@ def sum_across(values: torch.Tensor, group: dist.ProcessGroup | None) -> torch.T
     return values
 
 
-def squared_norm_part(tensors: Iterable[torch.Tensor], group: dist.ProcessGroup | None) -> torch.Tensor:
-    """This rank's part of ``sum ||t||^2`` over ``tensors``, in float64: the squares of its shards, plus those of
-    the tensors whole on every rank on group rank 0 only, so that :func:`sum_across` counts every entry once."""
+def squared_norm_parts(tensors: Iterable[torch.Tensor], group: dist.ProcessGroup | None) -> torch.Tensor:
+    """This rank's part of each ``||t||^2`` of ``tensors`` (float64, one entry each): the squares of its shards, and
+    those of the tensors whole on every rank on group rank 0 only (0 elsewhere), so that :func:`sum_across` counts
+    every entry once. One ``torch._foreach_norm``, accumulated in float64 so that a sum over shards is the whole
+    tensor's (a float32 one is not, bit for bit, and ``S^(-1/2)`` amplifies that in symmetry curvature)."""
     tensors = list(tensors)
     counted = group is None or dist.get_rank(group) == 0
-    parts = [local(t) for t in tensors if counted or sharding(t) is not None]
-    if not parts:
-        return torch.zeros((), dtype=torch.float64, device=tensors[0].device if tensors else None)
-    return torch.stack(torch._foreach_norm(parts, 2, dtype=torch.float64)).square().sum()
+    norms = torch._foreach_norm([local(t) for t in tensors], 2, dtype=torch.float64)
+    if not counted:
+        norms = [n if sharding(t) is not None else torch.zeros_like(n) for n, t in zip(norms, tensors, strict=True)]
+    return torch.stack(norms).square()
+
+
+def squared_norm_part(tensors: Iterable[torch.Tensor], group: dist.ProcessGroup | None) -> torch.Tensor:
+    """This rank's part of ``sum ||t||^2`` over ``tensors`` (float64), as :func:`squared_norm_parts` counts it."""
+    tensors = list(tensors)
+    if not tensors:
+        return torch.zeros((), dtype=torch.float64)
+    return squared_norm_parts(tensors, group).sum()
 
 
 def gathered(tensor: torch.Tensor, keep: bool) -> torch.Tensor | None:

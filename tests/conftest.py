@@ -3,9 +3,12 @@ import runpy
 import socket
 import subprocess
 import sys
+from collections import Counter
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 
@@ -186,3 +189,32 @@ def resume_check():
     """``tests/_resume.py``: SIGKILL a run at a point, resume it in a new process, compare with the whole run's files
     (``assert_resumes_identically``, ``module_command``, ``lines``)."""
     return SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("_resume.py"))))
+
+
+# Tensor methods that read a value on the host: each is a device sync on a GPU.
+HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "__index__")
+
+
+@pytest.fixture
+def host_reads():
+    """A context manager counting, by method, the tensor values read on the host inside it (``HOST_READS``)."""
+
+    @contextmanager
+    def counting():
+        counts = Counter()
+
+        def counted(name):
+            original = getattr(torch.Tensor, name)
+
+            def read(tensor, *args, **kwargs):
+                counts[name] += 1
+                return original(tensor, *args, **kwargs)
+
+            return mock.patch.object(torch.Tensor, name, read)
+
+        with ExitStack() as patches:
+            for name in HOST_READS:
+                patches.enter_context(counted(name))
+            yield counts
+
+    return counting

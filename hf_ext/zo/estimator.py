@@ -29,16 +29,16 @@ class ZOEstimate:
     finite: bool = True
 
 
-def _scalar(loss: torch.Tensor, reduce_mean: Reduce | None) -> float:
+def _scalar(loss: torch.Tensor, reduce_mean: Reduce | None) -> torch.Tensor:
+    """The loss as a float32 0-d tensor (averaged across processes with ``reduce_mean``), left on its device: the
+    step reads all its losses on the host at once."""
     if loss.numel() != 1:
         raise ValueError(
             f"zeroth-order step: the loss must be a scalar, got a tensor of shape {tuple(loss.shape)}; reduce it "
             "(e.g. `.mean()`) before returning it"
         )
     loss = loss.detach().float().reshape(())
-    if reduce_mean is not None:
-        loss = reduce_mean(loss)
-    return loss.item()
+    return loss if reduce_mean is None else reduce_mean(loss)
 
 
 @torch.no_grad()
@@ -56,7 +56,8 @@ def estimate_projected_gradients(
     One-point: ``g_i = (L(theta + eps Z_i) - L(theta)) / eps``, q + 1 forwards.
     AGZO recomputes the subspaces in the first forward when ``refresh_subspaces`` (or when it has
     none yet). With ``reduce_mean`` (multi-process), each loss is averaged across processes, so
-    every process gets the same ``g_i`` from its own data shard.
+    every process gets the same ``g_i`` from its own data shard. The losses stay on their device until the last
+    forward, then are read together: one host sync per call, not one per forward.
     """
     config: ZOConfig = perturbation.config
     eps = config.eps
@@ -64,29 +65,32 @@ def estimate_projected_gradients(
     capture = perturbation.is_subspace and (refresh_subspaces or perturbation.needs_subspaces())
     capture_seed = derive_seed(step_seed, 1 << 32) if capture else None
     previous_subspaces = dict(perturbation.subspaces)
-    base_loss = None
-    if config.estimator == "one_point":
+    one_point = config.estimator == "one_point"
+    losses = []  # every forward's, in order: read on the host once, after the last forward
+    if one_point:
         with perturbation.perturbed(step_seed, 0.0, capture_seed, row_mask):
-            base_loss = _scalar(loss_fn(), reduce_mean)
-        estimate.forward_passes += 1
+            losses.append(_scalar(loss_fn(), reduce_mean))
         capture_seed = None
-    plus_losses = []
     for i in range(config.num_perturbations):
         seed = derive_seed(step_seed, i)
         with perturbation.perturbed(seed, eps, capture_seed, row_mask):
-            plus = _scalar(loss_fn(), reduce_mean)
+            losses.append(_scalar(loss_fn(), reduce_mean))
         capture_seed = None
-        if base_loss is None:
+        if not one_point:
             with perturbation.perturbed(seed, -eps):
-                minus = _scalar(loss_fn(), reduce_mean)
-            estimate.forward_passes += 2
-            estimate.projected_grads.append((plus - minus) / (2 * eps))
-            plus_losses.append((plus + minus) / 2)
-        else:
-            estimate.forward_passes += 1
-            estimate.projected_grads.append((plus - base_loss) / eps)
+                losses.append(_scalar(loss_fn(), reduce_mean))
         estimate.seeds.append(seed)
-    estimate.loss = base_loss if base_loss is not None else sum(plus_losses) / len(plus_losses)
+    estimate.forward_passes = len(losses)
+    values = torch.stack(losses).tolist()  # the step's one host sync: the seeded updates take host coefficients
+    if one_point:
+        base_loss = values[0]
+        estimate.projected_grads = [(plus - base_loss) / eps for plus in values[1:]]
+        estimate.loss = base_loss
+    else:
+        pairs = list(zip(values[0::2], values[1::2], strict=True))
+        estimate.projected_grads = [(plus - minus) / (2 * eps) for plus, minus in pairs]
+        mean_losses = [(plus + minus) / 2 for plus, minus in pairs]
+        estimate.loss = sum(mean_losses) / len(mean_losses)
     estimate.finite = math.isfinite(estimate.loss) and all(math.isfinite(g) for g in estimate.projected_grads)
     if not estimate.finite:
         # Subspaces captured from non-finite activations would poison later steps.

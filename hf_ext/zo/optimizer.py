@@ -9,6 +9,7 @@ import torch
 
 from .._sharded import local
 from .._validation import check_finite
+from ..optim.shared.batching import scale_
 from .estimator import estimate_projected_gradients
 from .perturbation import ZOPerturbation, derive_seed
 
@@ -38,6 +39,13 @@ class ZOOptimizer(torch.optim.Optimizer):
     count and AGZO's subspaces are part of :meth:`state_dict` (per parameter, as torch keeps
     ``step``, so FSDP2's distributed checkpoints hold them too), which makes a resumed run continue
     exactly as an uninterrupted one; the pending pairs are not (they are the gradient, not state).
+
+    Host syncs: ``step(closure)`` reads the closure's losses once, together after its last forward (each direction's
+    coefficient is a host number that the seeded kernels take, and a NaN loss skips the step on the host); ``step()``
+    reads none. Under ``torch.compile(optimizer.step)`` the step runs eagerly, so it never recompiles: its forwards
+    are the closure's (compile the model instead; the perturbation hooks run eagerly inside it), and its update is
+    seeded draws keyed by host integers, which a graph would either specialize on (a new graph every step) or replace
+    with inductor's own random numbers; what is left, the weight decay, is one ``foreach`` multiply per group.
     """
 
     def __init__(
@@ -106,6 +114,7 @@ class ZOOptimizer(torch.optim.Optimizer):
         self._pending.clear()
         self._skip = False
 
+    @torch.compiler.disable  # see the class docstring: nothing here for a graph to hold
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
         """Apply the pending update; with ``closure``, estimate it first from the closure's losses (see the class)."""
@@ -150,14 +159,15 @@ class ZOOptimizer(torch.optim.Optimizer):
             lr, weight_decay = group["lr"], group["weight_decay"]
             if not lr:
                 continue
-            for param in group["params"]:
-                name = names[id(param)]
-                before = self._rounding_probe(name, param)
-                if weight_decay:
-                    param.mul_(1 - lr * weight_decay)
+            params = [(names[id(param)], param) for param in group["params"]]
+            probes = {name: self._rounding_probe(name, param) for name, param in params}
+            if weight_decay:
+                scale_([local(param) for _, param in params], 1 - lr * weight_decay)
+            for name, param in params:
                 for seed, coefficient in self._pending:
                     self.perturbation.add_direction_(seed, -lr * coefficient, names=(name,))
-                if before is not None and torch.equal(before, local(param)):
+                probe = probes[name]
+                if probe is not None and not self._warned_rounding and torch.equal(probe, local(param)):
                     self._warn_rounding(name, param.dtype)
 
     def _rounding_probe(self, name: str, param: torch.Tensor) -> torch.Tensor | None:

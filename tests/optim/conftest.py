@@ -1,4 +1,3 @@
-from contextlib import contextmanager
 
 import pytest
 import torch
@@ -42,34 +41,6 @@ def trained_both_ways(training_args, tmp_path):
         return _losses(direct), _losses(by_class)
 
     return train
-
-
-HOST_READS = ("item", "tolist", "__bool__", "__float__", "__int__", "__index__")
-
-
-@pytest.fixture
-def host_reads(monkeypatch):
-    """A context manager whose value counts the values read back from tensors inside it (``item``, ``tolist``,
-    ``bool``, ``float``, ``int``, ``index``): on a GPU each of them waits for every queued kernel."""
-    reads = {"count": 0, "on": False}
-    for name in HOST_READS:
-        original = getattr(torch.Tensor, name)
-
-        def counted(tensor, *args, _original=original, **kwargs):
-            reads["count"] += reads["on"]
-            return _original(tensor, *args, **kwargs)
-
-        monkeypatch.setattr(torch.Tensor, name, counted)
-
-    @contextmanager
-    def counting():
-        reads.update(count=0, on=True)
-        try:
-            yield reads
-        finally:
-            reads["on"] = False
-
-    return counting
 
 
 @pytest.fixture

@@ -281,3 +281,37 @@ def test_a_bf16_update_that_rounds_to_nothing_is_reported_once_by_name(make_leas
         warnings.simplefilter("error")
         fresh.step(_loss(model, batch))
     assert not torch.equal(model.proj.weight, before)
+
+
+def test_a_closure_step_reads_its_losses_on_the_host_once_and_a_step_without_one_none(
+    make_two_layers, low_rank_batch, host_reads
+):
+    """Each host read is a device sync on a GPU: the old step read each of its 2q losses (`.item()`) after its
+    forward, so the next forward waited for it."""
+    model = make_two_layers()
+    optimizer = ZOOptimizer(ZOPerturbation(model, AGZOConfig(rank=2, num_perturbations=3)), lr=0.01)
+    for _ in range(2):
+        with host_reads() as reads:
+            optimizer.step(_loss(model, low_rank_batch))
+        assert reads == {"tolist": 1}
+    estimate = estimate_projected_gradients(optimizer.perturbation, _loss(model, low_rank_batch), 5, False)
+    optimizer.accumulate(estimate.seeds, estimate.projected_grads, 1 / 3)
+    with host_reads() as reads:
+        optimizer.step()
+    assert reads == {}
+
+
+@pytest.mark.parametrize("config", [MeZOConfig(weight_decay=0.1), AGZOConfig(rank=2, other_params="isotropic")])
+def test_a_compiled_step_never_recompiles_and_steps_as_the_eager_one(make_two_layers, low_rank_batch, config):
+    """torch.compile(optimizer.step) runs it eagerly (see ZOOptimizer): the old step was traced, and its step count,
+    seeds and subspace keys made each step compile again."""
+    models = [make_two_layers(), make_two_layers()]
+    optimizers = [ZOOptimizer(ZOPerturbation(model, config), lr=0.01) for model in models]
+    steps = [optimizers[0].step, torch.compile(optimizers[1].step)]
+    torch._dynamo.reset()
+    for index in range(3):
+        with torch._dynamo.config.patch(error_on_recompile=index > 0):
+            for model, step in zip(models, steps, strict=True):
+                step(_loss(model, low_rank_batch))  # a new closure each step, as in a training loop
+    for eager, compiled in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.equal(compiled, eager)

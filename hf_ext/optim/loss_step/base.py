@@ -2,7 +2,7 @@
 
 Each step takes the loss ``f`` (from ``step(closure)`` or, in the ``Trainer``, from
 :meth:`LossStepOptimizer.set_loss`), the squared gradient norm ``||g||^2`` (over all groups, or
-per group), asks the subclass for the step size ``gamma = step_size(f, ||g||^2, lr)`` and moves
+per group), asks the subclass for the step size ``gamma = step_size(f, ||g||^2, group, ...)`` and moves
 
     x <- x (1 - gamma * weight_decay) - d,   d <- beta * d + (1 - beta) * gamma * g
 
@@ -12,6 +12,12 @@ effective step size, so a too-large ``lr`` cannot blow up the decay either. As t
 keep ``step`` in each parameter's state, so does this one, with the effective step size of the last
 step (``"step_size"``): both are saved with ``state_dict()``. Every hyperparameter is per group and
 checked in :meth:`LossStepOptimizer.add_param_group`; ``norm`` is one setting for all groups.
+
+The step stays on the loss's device: the loss, ``||g||^2``, ``gamma`` and the counters are tensors there
+(``step`` a float32 count, ``step_size`` float64, as torch keeps a ``capturable`` optimizer's step), so that
+``torch.compile(optimizer.step)`` compiles once and a step reads one value back to the host: whether the loss is
+usable (finite, and above every group's bound), so that an unusable one raises before anything changes.
+``lr`` may be a tensor, as torch's optimizers take it, for a scheduler under ``torch.compile``.
 """
 
 import torch
@@ -20,13 +26,16 @@ import torch.distributed as dist
 from ..._sharded import local, shard_group, squared_norm_part, sum_across
 from ..._validation import check_finite, check_finite_loss, check_number
 from ..shared.first_step import check_first_step
+from ..shared.state import restore_state
 
 NORMS = ("global", "per_group")
+STEP_DTYPES = {"step": torch.float32, "step_size": torch.float64}  # each parameter's counters, on its device
 
 
 class LossStepOptimizer(torch.optim.Optimizer):
-    """Base class: subclasses define :meth:`step_size`, :meth:`check_loss` and :meth:`check_group`; see the module
-    docstring. ``norm`` lives in ``defaults`` (as torch's ``foreach`` does), so copies and pickles keep it."""
+    """Base class: subclasses define :meth:`step_size`, :meth:`loss_floor`, :meth:`check_loss` and
+    :meth:`check_group`; see the module docstring. ``norm`` lives in ``defaults`` (as torch's ``foreach`` does),
+    so copies and pickles keep it."""
 
     _loss = None  # what set_loss handed over, for the next step only: neither saved nor copied
 
@@ -45,11 +54,13 @@ class LossStepOptimizer(torch.optim.Optimizer):
     def check_group(self, group: dict) -> None:
         """Raise ``ValueError`` naming the field for a bad setting of ``group`` (subclasses add theirs)."""
         owner = type(self).__name__
-        for name in ("lr", "momentum", "weight_decay"):
-            check_number(owner, name, group[name])
-            check_finite(owner, name, group[name])
-        if not group["lr"] > 0:
-            raise ValueError(f"{owner}: `lr` must be > 0, got {group['lr']}")
+        lr = group["lr"]
+        lr = float(lr) if isinstance(lr, torch.Tensor) else lr  # a tensor lr is read once here, never in a step
+        for name, value in (("lr", lr), ("momentum", group["momentum"]), ("weight_decay", group["weight_decay"])):
+            check_number(owner, name, value)
+            check_finite(owner, name, value)
+        if not lr > 0:
+            raise ValueError(f"{owner}: `lr` must be > 0, got {lr}")
         if not 0 <= group["momentum"] < 1:
             raise ValueError(f"{owner}: `momentum` must be in [0, 1), got {group['momentum']}")
         if group["weight_decay"] < 0:
@@ -61,11 +72,19 @@ class LossStepOptimizer(torch.optim.Optimizer):
                 f"{owner}: `norm` is one setting for all groups ({self.defaults['norm']!r}), got {group['norm']!r}"
             )
 
-    def step_size(self, loss: float, grad_sq: float, group: dict) -> float:
+    def step_size(
+        self, loss: torch.Tensor, grad_sq: torch.Tensor, group: dict, steps: torch.Tensor, last: torch.Tensor
+    ) -> torch.Tensor:
+        """``gamma`` for ``group`` (float64 tensors: the loss, its ``||g||^2``; ``steps`` and ``last``: the group's
+        step count and step size before this step)."""
         raise NotImplementedError
 
+    def loss_floor(self, group: dict) -> float:
+        """The smallest loss the rule can use in ``group`` (subclasses: ``f_star``, 0)."""
+        return -float("inf")
+
     def check_loss(self, loss: float, group: dict) -> None:
-        """Raise ``ValueError`` for a finite loss the rule cannot use in ``group`` (called before anything changes)."""
+        """Raise ``ValueError`` saying why ``loss`` is below :meth:`loss_floor` in ``group`` (called only then)."""
 
     def last(self, group: dict, key: str, default):
         """``key`` (``"step"``, ``"step_size"``) of ``group``'s last step, from its parameters' state."""
@@ -76,7 +95,8 @@ class LossStepOptimizer(torch.optim.Optimizer):
         return default
 
     def set_loss(self, loss: torch.Tensor | float) -> None:
-        """The loss of the gradients the next :meth:`step` uses (the ``Trainer`` mixin calls this)."""
+        """The loss of the gradients the next :meth:`step` uses (the ``Trainer`` mixin calls this). Hand the tensor
+        itself: a Python number on a GPU is copied over at each step."""
         self._loss = loss
 
     def _take_loss(self, closure) -> torch.Tensor | float:
@@ -91,59 +111,87 @@ class LossStepOptimizer(torch.optim.Optimizer):
         loss, self._loss = self._loss, None
         return loss
 
+    def _init_group(self, group: dict, params: list, grads: list, buffers: list, steps: list, sizes: list) -> None:
+        """``group``'s parameters with a gradient, their gradients, momentum buffers (none without momentum), step
+        counts and step sizes, each parameter's state created at its first step (step 0, a zero buffer).
+
+        As torch's optimizers do, in a method named so: ``torch.compile`` runs it as Python when it traces the step,
+        so that the compiled step finds the state in place and compiles once."""
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state[p]
+            if "step" not in state:
+                state["step"] = torch.zeros((), dtype=STEP_DTYPES["step"], device=p.device)
+                state["step_size"] = torch.zeros((), dtype=STEP_DTYPES["step_size"], device=p.device)
+            params.append(p)
+            grads.append(p.grad)
+            steps.append(state["step"])
+            sizes.append(state["step_size"])
+            if group["momentum"]:
+                buffers.append(state.setdefault("momentum_buffer", torch.zeros_like(p)))
+
     @torch.no_grad()
     def step(self, closure=None):
         if closure is None and self._loss is None and self._gradients_are_zero():
             # A zero gradient takes a zero step whatever the loss: this is the step torch.distributed.checkpoint's
             # get_optimizer_state_dict takes to lay out a fresh optimizer's state before loading into it.
             for group in self.param_groups:
-                self._state(group, [p for p in group["params"] if p.grad is not None])
+                self._init_group(group, [], [], [], [], [])
             return None
         loss = self._take_loss(closure)
         check_first_step(self)
-        grads = [[p.grad for p in group["params"] if p.grad is not None] for group in self.param_groups]
-        value, *squares = self._loss_and_squares(loss, grads)
-        steps = max(self.last(group, "step", 0) for group in self.param_groups)
-        check_finite_loss(type(self).__name__, torch.tensor(value), steps)
-        for group in self.param_groups:
-            self.check_loss(value, group)
+        gradients = [[p.grad for p in group["params"] if p.grad is not None] for group in self.param_groups]
+        value, squares = self._loss_and_squares(loss, gradients)
+        self._check_loss(value)
         if self.defaults["norm"] == "global":
-            squares = [sum(squares)] * len(squares)
-        for group, group_grads, grad_sq in zip(self.param_groups, grads, squares, strict=True):
-            gamma = self.step_size(value, grad_sq, group)
-            params = [p for p in group["params"] if p.grad is not None]
-            buffers = self._state(group, params)
-            for p in params:
-                self.state[p]["step"] += 1
-                self.state[p]["step_size"] = gamma
+            squares = squares.sum().expand(len(squares))
+        for group, grad_sq in zip(self.param_groups, squares, strict=True):
+            params, grads, buffers, steps, sizes = [], [], [], [], []
+            self._init_group(group, params, grads, buffers, steps, sizes)
             if not params:
                 continue
-            if group["weight_decay"]:
-                torch._foreach_mul_(params, 1 - gamma * group["weight_decay"])
-            beta = group["momentum"]
-            if beta == 0:
-                torch._foreach_add_(params, group_grads, alpha=-gamma)
-                continue
-            torch._foreach_mul_(buffers, beta)
-            torch._foreach_add_(buffers, group_grads, alpha=(1 - beta) * gamma)
-            torch._foreach_sub_(params, buffers)
+            gamma = self.step_size(value, grad_sq, group, steps[0], sizes[0])
+            self._update(group, params, grads, buffers, gamma)
+            torch._foreach_add_(steps, 1)
+            torch._foreach_copy_(sizes, [gamma] * len(sizes))
         return loss
 
-    def _state(self, group: dict, params: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Each parameter's state, created as step 0 (and, with momentum, a zero heavy-ball buffer); returns the
-        buffers (none without momentum)."""
-        for p in params:
-            self.state[p].setdefault("step", 0)
-            self.state[p].setdefault("step_size", 0.0)
-        if not group["momentum"]:
-            return []
-        return [self.state[p].setdefault("momentum_buffer", torch.zeros_like(p)) for p in params]
+    @staticmethod
+    def _update(group: dict, params: list, grads: list, buffers: list, gamma: torch.Tensor) -> None:
+        """The module docstring's update of ``params`` with the step size ``gamma`` (a tensor on their device)."""
+        if group["weight_decay"]:
+            torch._foreach_mul_(params, 1 - gamma * group["weight_decay"])
+        beta = group["momentum"]
+        if beta == 0:
+            torch._foreach_addcmul_(params, grads, [-gamma] * len(params))
+            return
+        torch._foreach_mul_(buffers, beta)
+        torch._foreach_addcmul_(buffers, grads, [(1 - beta) * gamma] * len(buffers))
+        torch._foreach_sub_(params, buffers)
+
+    def _check_loss(self, loss: torch.Tensor) -> None:
+        """Raise before anything changes if ``loss`` is NaN/inf (``FloatingPointError``) or below a group's
+        :meth:`loss_floor` (``ValueError``, from :meth:`check_loss`). The step's one read from the device."""
+        floor = max(self.loss_floor(group) for group in self.param_groups)
+        if bool(torch.isfinite(loss) & (loss >= floor)):
+            return
+        steps = max(int(self.last(group, "step", 0)) for group in self.param_groups)
+        check_finite_loss(type(self).__name__, loss, steps)
+        for group in self.param_groups:
+            self.check_loss(loss.item(), group)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """torch's, with ``step`` and ``step_size`` in their own dtypes on each parameter's device (a state saved
+        with Python numbers too)."""
+        super().load_state_dict(state_dict)
+        restore_state(self, state_dict, lambda name, p: STEP_DTYPES.get(name))
 
     def _gradients_are_zero(self) -> bool:
         return all(p.grad is None or not local(p.grad).any() for group in self.param_groups for p in group["params"])
 
-    def _loss_and_squares(self, loss, grads: list[list[torch.Tensor]]) -> list[float]:
-        """The loss and each group's ``||g||^2`` (float64), over all ranks for FSDP2 shards.
+    def _loss_and_squares(self, loss, grads: list[list[torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss and each group's ``||g||^2`` (float64 tensors), over all ranks for FSDP2 shards.
 
         Under FSDP2 each rank has its own micro-batch's loss and shards of the averaged gradient: the
         losses are averaged and the squares summed over the shards' process group, in one ``all_reduce``.
@@ -154,15 +202,17 @@ class LossStepOptimizer(torch.optim.Optimizer):
         group = shard_group(flat, type(self).__name__)
         ranks = dist.get_world_size(group) if group is not None else 1
         device = flat[0].device if flat else None
-        mean_part = torch.tensor(float(loss) / ranks, dtype=torch.float64, device=device)
-        parts = torch.stack([mean_part, *(squared_norm_part(g, group) for g in grads)])
-        return sum_across(parts, group).tolist()
+        mean_part = torch.as_tensor(loss, dtype=torch.float64, device=device).detach() / ranks
+        squares = [squared_norm_part(g, group) if g else mean_part.new_zeros(()) for g in grads]
+        parts = sum_across(torch.stack([mean_part, *squares]), group)
+        return parts[0], parts[1:]
 
     def step_sizes(self) -> list[float]:
-        """The effective step size of the last step, per parameter group (0 before the first)."""
-        return [self.last(group, "step_size", 0.0) for group in self.param_groups]
+        """The effective step size of the last step, per parameter group (0 before the first), read from the
+        device: call it to log, not inside a step."""
+        return [float(self.last(group, "step_size", 0.0)) for group in self.param_groups]
 
 
-def ratio_or(numerator: float, denominator: float, otherwise: float) -> float:
-    """``numerator / denominator``, or ``otherwise`` when the denominator is 0 (a zero gradient)."""
-    return numerator / denominator if denominator > 0 else otherwise
+def ratio_or(numerator: torch.Tensor, denominator: torch.Tensor, otherwise) -> torch.Tensor:
+    """``numerator / denominator``, or ``otherwise`` where the denominator is 0 (a zero gradient)."""
+    return torch.where(denominator > 0, numerator / denominator, otherwise)

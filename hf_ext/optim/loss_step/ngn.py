@@ -27,10 +27,13 @@ class NGN(LossStepOptimizer):
     def __init__(self, params, lr: float = 1.0, momentum: float = 0.0, weight_decay: float = 0.0, norm: str = "global"):
         super().__init__(params, lr, momentum, weight_decay, norm)
 
+    def loss_floor(self, group: dict) -> float:
+        return 0.0
+
     def check_loss(self, loss: float, group: dict) -> None:
         if loss < 0:
             raise ValueError(f"NGN: the loss must be >= 0, got {loss} (add a constant that bounds it from below)")
 
-    def step_size(self, loss: float, grad_sq: float, group: dict) -> float:
+    def step_size(self, loss, grad_sq, group, steps, last):
         sigma = group["lr"]
         return ratio_or(2 * loss * sigma, 2 * loss + sigma * grad_sq, sigma)

@@ -9,6 +9,8 @@ the step shrinks as the loss approaches it, which is what makes SPS far less sen
 to a too-large ``lr``. The update itself (momentum, weight decay) is :class:`LossStepOptimizer`'s.
 """
 
+import torch
+
 from ..._validation import check_finite, check_number
 from .base import LossStepOptimizer, ratio_or
 
@@ -53,14 +55,17 @@ class SPS(LossStepOptimizer):
         if group["bound_growth"] is not None and not group["bound_growth"] > 1:
             raise ValueError(f"SPS: `bound_growth` must be None or > 1, got {group['bound_growth']}")
 
+    def loss_floor(self, group: dict) -> float:
+        return group["f_star"]
+
     def check_loss(self, loss: float, group: dict) -> None:
         if loss < group["f_star"]:
             raise ValueError(
                 f"SPS: the loss {loss} is below `f_star` = {group['f_star']}; `f_star` must bound the loss"
             )
 
-    def step_size(self, loss: float, grad_sq: float, group: dict) -> float:
+    def step_size(self, loss, grad_sq, group, steps, last):
         bound = group["lr"]
-        if group["bound_growth"] is not None and self.last(group, "step", 0) > 0:
-            bound = min(bound, group["bound_growth"] * self.last(group, "step_size", 0.0))
-        return min(ratio_or(loss - group["f_star"], group["c"] * grad_sq, bound), bound)
+        if group["bound_growth"] is not None:
+            bound = torch.where(steps > 0, torch.clamp(group["bound_growth"] * last, max=bound), bound)
+        return torch.clamp(ratio_or(loss - group["f_star"], group["c"] * grad_sq, bound), max=bound)

@@ -4,7 +4,8 @@ The usual Muon setup (Muon handles 2-D hidden weights only): the outside baselin
 symmetry-curvature recipes compare with. The two inner optimizers step with this optimizer's groups and
 state (the same objects), so one ``state_dict()``, one learning-rate scheduler and one ``load_state_dict()``
 cover both, as for any single ``torch.optim.Optimizer``. The Muon part is :class:`~.sharded.ShardedMuon`:
-``torch.optim.Muon`` itself on one process and under DDP, whole matrices on owner ranks under FSDP2.
+``torch.optim.Muon``'s step with the matrices of one shape orthogonalized in one batched call, whole matrices on
+owner ranks under FSDP2.
 """
 
 import torch

@@ -1,11 +1,15 @@
-"""``torch.optim.Muon`` for FSDP2: each matrix orthogonalized whole, on one owner rank.
+"""``torch.optim.Muon`` batched, and for FSDP2: each matrix orthogonalized whole, on one owner rank.
+
+``torch.optim.Muon`` steps one matrix at a time: a Newton-Schulz call per parameter. :class:`ShardedMuon` takes
+the same step with one batched call per map shape (``foreach`` momentum, decay and update), each matrix's result
+torch's bit for bit on CPU (the same bfloat16 products; tested), except that it leaves the momentum alone where
+torch 2.13 divides a bfloat16 buffer by its norm in place (``nesterov=False``: pytorch/pytorch#194664).
 
 ``torch.optim.Muon`` on ``DTensor`` shards orthogonalizes each rank's block of rows, a different and
 silently wrong update (1e-2 relative off one process after one step). :class:`ShardedMuon` keeps
 torch's momentum, sharded like its parameter, and hands each matrix's Newton-Schulz input to its
-owner rank (:class:`~hf_ext.optim.shared.sharding.OwnerExchange`), which runs torch's own
-orthogonalization (bfloat16) on the whole matrix and sends each rank its block; on tensors that are
-not sharded it is ``torch.optim.Muon``'s step.
+owner rank (:class:`~hf_ext.optim.shared.sharding.OwnerExchange`), which orthogonalizes its whole matrices
+(batched) and sends each rank its block.
 
 Two group settings say how a group's tensors hold their ``(d_out, d_in)`` maps. ``stacked=True``: a mixture of
 experts' ``(experts, out, in)`` tensor, which ``torch.optim.Muon`` refuses, is a stack of matrices, each stepped as
@@ -17,24 +21,20 @@ matrix and on its transpose round differently (by up to 14% of the largest entry
 """
 
 import torch
-from torch.optim._muon import _adjust_lr, _zeropower_via_newtonschulz
+from torch.optim._muon import _adjust_lr
 
-from ..._sharded import local, sharding
+from ..._sharded import local
 from ..._validation import check_finite
+from ..shared.batching import apply_batched, scale_
 from ..shared.first_step import check_first_step
 from ..shared.newton_schulz import newton_schulz
 from ..shared.sharding import OwnerExchange
 
 
-def _without_hooks(step):
-    """``step`` without the wrapper that runs the step hooks, which torch puts on a class's ``step`` once an instance
-    of the class exists: this step's own wrapper has run them already."""
-    return step.__wrapped__ if getattr(step, "hooked", False) else step
-
-
 class ShardedMuon(torch.optim.Muon):
-    """``torch.optim.Muon`` (same arguments, state and ``state_dict``) whose step on FSDP2-sharded parameters is
-    the one-process step, bit for bit: torch's own Newton-Schulz and learning-rate adjustment, on whole matrices."""
+    """``torch.optim.Muon`` (same arguments, state and ``state_dict``) whose step orthogonalizes the matrices of one
+    shape in one batched call and, on FSDP2-sharded parameters, is the one-process step bit for bit: torch's
+    Newton-Schulz and learning-rate adjustment (read off each ``(d_out, d_in)`` map), on whole matrices."""
 
     def __init__(
         self,
@@ -97,48 +97,77 @@ class ShardedMuon(torch.optim.Muon):
                 loss = closure()
         check_first_step(self)
         params = [p for group in self.param_groups for p in group["params"]]
-        # .get: the groups of a checkpoint saved before these settings existed lack them
-        plain = not any(group.get("stacked") or group.get("transposed") for group in self.param_groups)
-        if plain and all(sharding(p, "ShardedMuon: a parameter") is None for p in params):
-            _without_hooks(torch.optim.Muon.step)(self)
-            return loss
-        exchange = OwnerExchange(params, "ShardedMuon")  # owners over every parameter, so they stay put
         position = {id(p): index for index, p in enumerate(params)}
+        stepped, updates = [], []
         for group in self.param_groups:
-            stepped = [p for p in group["params"] if p.grad is not None]
-            updates = []
-            for p in stepped:
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p.grad)
-                buffer = state["momentum_buffer"].lerp_(p.grad, 1 - group["momentum"])
-                updates.append(p.grad.lerp(buffer, group["momentum"]) if group["nesterov"] else buffer)
+            group_params, grads, buffers = [], [], []
+            self._init_group(group, group_params, grads, buffers)  # torch's: momentum created at the first step
+            if not group_params:
+                continue
+            grads, buffers = [local(g) for g in grads], [local(b) for b in buffers]
+            torch._foreach_lerp_(buffers, grads, 1 - group["momentum"])
+            updates += torch._foreach_lerp(grads, buffers, group["momentum"]) if group["nesterov"] else buffers
+            stepped += [(group, p) for p in group_params]
+        if not stepped:
+            return loss
+        groups = {position[id(p)]: group for group, p in stepped}
 
-            def orthogonalize(index: int, whole: list[torch.Tensor], group=group) -> torch.Tensor:
-                return _orthogonalize(whole[0], group)
+        def orthogonalize(indices: list[int], wholes: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+            return _orthogonalize([(groups[index], whole[0]) for index, whole in zip(indices, wholes, strict=True)])
 
-            indices, inputs = [position[id(p)] for p in stepped], [[u] for u in updates]
-            orthogonal = exchange.run(indices, inputs, orthogonalize, [torch.bfloat16] * len(stepped))
-            lr = float(group["lr"])
-            for p, update in zip(stepped, orthogonal, strict=True):
-                # torch's Newton-Schulz returns a tall map's update transposed, and a bfloat16 add_ rounds a strided
-                # operand unlike a contiguous one: the update is added in the layout torch adds that map's update in.
-                rows, cols = reversed(p.shape[-2:]) if group.get("transposed") else p.shape[-2:]
-                update = update.mT.contiguous().mT if rows > cols else update.contiguous()
-                part = local(p)
-                part.mul_(1 - lr * group["weight_decay"])
-                part.add_(update, alpha=-_adjust_lr(lr, group["adjust_lr_fn"], p.shape[-2:]))  # per expert
+        exchange = OwnerExchange(params, "ShardedMuon")  # owners over every parameter, so they stay put
+        indices = [position[id(p)] for _, p in stepped]
+        dtypes = [torch.bfloat16] * len(indices)
+        orthogonal = exchange.run_batched(indices, [[u] for u in updates], orthogonalize, dtypes)
+        for group in self.param_groups:
+            mine = [(p, update) for (owner, p), update in zip(stepped, orthogonal, strict=True) if owner is group]
+            if mine:
+                self._apply(group, mine)
         return loss
 
+    @staticmethod
+    def _apply(group: dict, updates: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """torch's decay and update of each ``(parameter, orthogonalized update)`` of ``group``: one ``foreach`` call
+        per learning rate (torch adjusts it to each map's shape)."""
+        lr = float(group["lr"])
+        scale_([local(p) for p, _ in updates], 1 - lr * group["weight_decay"])
+        by_lr: dict[float, tuple[list, list]] = {}
+        for p, update in updates:
+            rows, cols = _map_shape(group, p)
+            # torch's Newton-Schulz returns a tall map's update transposed, and a bfloat16 add_ rounds a strided
+            # operand unlike a contiguous one: the update is added in the layout torch adds that map's update in.
+            update = update.mT.contiguous().mT if rows > cols else update.contiguous()
+            parts, operands = by_lr.setdefault(-_adjust_lr(lr, group["adjust_lr_fn"], (rows, cols)), ([], []))
+            parts.append(local(p))
+            operands.append(update)
+        for alpha, (parts, operands) in by_lr.items():
+            torch._foreach_add_(parts, operands, alpha=alpha)
 
-def _orthogonalize(update: torch.Tensor, group: dict) -> torch.Tensor:
-    """torch's Newton-Schulz (bfloat16) of each ``(d_out, d_in)`` map of ``update``: the matrix, its transpose for a
-    ``transposed`` group, or each matrix of a ``stacked`` one, batched through the shared ``newton_schulz`` (the same
-    products in the same dtype: each expert's result is torch's, bit for bit on CPU)."""
-    coefficients, steps, eps = group["ns_coefficients"], group["ns_steps"], group["eps"]
-    maps = update.mT if group.get("transposed") else update
-    if maps.dim() == 2:
-        orthogonal = _zeropower_via_newtonschulz(maps, coefficients, steps, eps)
-    else:
-        orthogonal = newton_schulz(maps, steps, coefficients, eps, dtype=torch.bfloat16)
-    return orthogonal.mT if group.get("transposed") else orthogonal
+
+def _map_shape(group: dict, param: torch.Tensor) -> tuple[int, int]:
+    """``(d_out, d_in)`` of each map of ``param`` (stored ``(d_in, d_out)`` in a ``transposed`` group)."""
+    rows, cols = param.shape[-2:]
+    return (cols, rows) if group.get("transposed") else (rows, cols)
+
+
+def _orthogonalize(items: list[tuple[dict, torch.Tensor]]) -> list[torch.Tensor]:
+    """torch's Newton-Schulz (bfloat16) of each ``(d_out, d_in)`` map of each ``(group, update)``: the matrix, its
+    transpose for a ``transposed`` group, each matrix of a ``stacked`` one. The maps of one shape and settings go
+    through the shared ``newton_schulz`` in one batched call: the same products in the same dtype, so each map's
+    result is torch's, bit for bit on CPU (tested)."""
+    # A map stored transposed is copied out as torch.optim.Muon gets its nn.Linear twin's: row-major.
+    maps = [update.mT.contiguous() if group.get("transposed") else update for group, update in items]
+    stacks = [m.reshape(-1, *m.shape[-2:]) for m in maps]
+    keys = [
+        (tuple(group["ns_coefficients"]), group["ns_steps"], group["eps"], *stack.shape[1:], stack.dtype, stack.device)
+        for (group, _), stack in zip(items, stacks, strict=True)
+    ]
+    blocks = apply_batched(stacks, keys, _newton_schulz_batch)
+    orthogonal = [block if m.dim() == 3 else block[0] for m, block in zip(maps, blocks, strict=True)]
+    return [o.mT if group.get("transposed") else o for (group, _), o in zip(items, orthogonal, strict=True)]
+
+
+def _newton_schulz_batch(key: tuple, stack: torch.Tensor) -> torch.Tensor:
+    """torch.optim.Muon's iteration (bfloat16) on each matrix of ``stack``, with the settings its key holds."""
+    coefficients, steps, eps = key[:3]
+    return newton_schulz(stack, steps, coefficients, eps, dtype=torch.bfloat16)

@@ -40,6 +40,7 @@ from torch import nn
 from ..._sharded import local, shard_group, sharding
 from ..._validation import check_finite, check_finite_gradients
 from ...models.layout import ParamLayout, model_layout
+from ..shared.batching import apply_batched, scale_
 from ..shared.first_step import check_first_step
 from ..shared.newton_schulz import QUINTIC, newton_schulz
 from ..shared.sharding import OwnerExchange
@@ -193,7 +194,10 @@ class Scion(torch.optim.Optimizer):
         ns_steps: Newton-Schulz steps of the spectral LMO.
 
     ``step()`` raises ``FloatingPointError`` naming the first parameter whose gradient holds NaN or inf, before
-    any weight or momentum changes: one fused reduction over the gradients and one host sync per step.
+    any weight or momentum changes: one fused reduction over the gradients and one host sync per step, the step's
+    only one. The rest is ``foreach`` calls and, for the matrices of one norm, shape and scale, one batched LMO
+    (:func:`~hf_ext.optim.shared.batching.apply_batched`); ``torch.compile(optimizer.step)`` compiles on the first
+    step and never again.
     """
 
     def __init__(
@@ -282,6 +286,20 @@ class Scion(torch.optim.Optimizer):
         stacked = bool(group.get("stacked"))  # absent from the groups of a checkpoint saved before it existed
         return ParamLayout("", role, tuple(tensor.shape), bool(group["transposed"]), stacked)
 
+    def _init_group(self, group: dict, params: list, grads: list, momenta: list) -> None:
+        """Fill ``params``, ``grads`` and ``momenta`` with ``group``'s parameters that have a gradient (momentum created
+        at their first step). torch's optimizers' hook: ``torch.compile`` runs it eagerly before tracing the step, so
+        the first step's new state is not a reason to compile again."""
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state[p]
+            if "momentum_buffer" not in state:
+                state["momentum_buffer"] = torch.zeros_like(p)
+            params.append(p)
+            grads.append(p.grad)
+            momenta.append(state["momentum_buffer"])
+
     @torch.no_grad()
     def step(self, closure=None):
         loss = None
@@ -289,33 +307,21 @@ class Scion(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         check_first_step(self)
-        check_finite_gradients("Scion", self.param_groups, shard_group(self._params(), "Scion"))
-        # Owners over every parameter that needs its whole tensor, with a gradient this step or not: they stay put.
-        whole = [p for group in self.param_groups for p in group["params"] if self._needs_whole(group, p)]
-        position = {id(p): index for index, p in enumerate(whole)}
-        groups, pending = {}, []
+        check_finite_gradients("Scion", self.param_groups, shard_group(self._params(), "Scion"))  # the one host sync
+        stepped = []
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p)
-                d = state["momentum_buffer"].lerp_(p.grad, group["alpha"])
-                if group["constrained"]:
-                    local(p).mul_(1 - group["lr"])
-                if id(p) in position:
-                    groups[id(p)] = group
-                    pending.append((p, d))
-                else:
-                    local(p).add_(self._direction(group, local(p), local(d)), alpha=group["lr"])
-        directions = OwnerExchange(whole, "Scion").run(
-            [position[id(p)] for p, _ in pending],
-            [[d] for _, d in pending],
-            lambda index, tensors: self._direction(groups[id(whole[index])], whole[index], tensors[0]),
-        )
-        for (p, _), direction in zip(pending, directions, strict=True):
-            local(p).add_(direction, alpha=groups[id(p)]["lr"])
+            params, grads, momenta = [], [], []
+            self._init_group(group, params, grads, momenta)
+            if not params:
+                continue
+            torch._foreach_lerp_([local(d) for d in momenta], [local(g) for g in grads], group["alpha"])
+            if group["constrained"]:
+                scale_([local(p) for p in params], 1 - group["lr"])
+            stepped.append((group, params, momenta))
+        items = [(group, p, d) for group, params, momenta in stepped for p, d in zip(params, momenta, strict=True)]
+        directions = iter(self._directions(items))
+        for group, params, _ in stepped:
+            torch._foreach_add_([local(p) for p in params], [next(directions) for _ in params], alpha=group["lr"])
         return loss
 
     def _params(self) -> list[torch.Tensor]:
@@ -331,21 +337,58 @@ class Scion(torch.optim.Optimizer):
         split = cls._layout(group, param).matrix_axis(layout.dim)
         return split in NORMS[resolve_norm(group["norm"], param)].reads
 
-    def _direction(self, group: dict, param: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-        """``scale * lmo(d)``, shaped like ``param``: the LMO of each ``(d_out, d_in)`` matrix of ``d``. Contiguous, as
-        the owners' blocks arrive: a bfloat16 ``add_`` rounds a strided operand unlike a contiguous one."""
-        layout = self._layout(group, param)
-        return (group["scale"] * layout.from_matrices(self._norm(group, param).lmo(layout.matrices(d)))).contiguous()
+    def _directions(self, items: list[tuple[dict, torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:
+        """``scale * lmo(t)`` of each ``(group, param, t)``, this rank's part of it: those sharded along an axis their
+        LMO reads computed whole on their owner ranks, the others on their local shards."""
+        # Owners over every parameter that needs its whole tensor, with a gradient this step or not: they stay put.
+        whole = [p for group in self.param_groups for p in group["params"] if self._needs_whole(group, p)]
+        if not whole:
+            return self._lmo_steps([(group, local(p), local(t)) for group, p, t in items])
+        position = {id(p): index for index, p in enumerate(whole)}
+        directions: list[torch.Tensor | None] = [None] * len(items)
+        here = [k for k, (_, p, _) in enumerate(items) if id(p) not in position]
+        there = [k for k in range(len(items)) if id(items[k][1]) in position]
+        parts = self._lmo_steps([(items[k][0], local(items[k][1]), local(items[k][2])) for k in here])
+        for k, part in zip(here, parts, strict=True):
+            directions[k] = part
+        groups = {position[id(items[k][1])]: items[k][0] for k in there}
+
+        def owned(indices: list[int], wholes: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+            return self._lmo_steps([(groups[i], whole[i], t[0]) for i, t in zip(indices, wholes, strict=True)])
+
+        indices = [position[id(items[k][1])] for k in there]
+        parts = OwnerExchange(whole, "Scion").run_batched(indices, [[items[k][2]] for k in there], owned)
+        for k, part in zip(there, parts, strict=True):
+            directions[k] = part
+        return directions
+
+    def _lmo_steps(self, items: list[tuple[dict, torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:
+        """``scale * lmo(t)`` of each ``(group, param, t)``, shaped and laid out like ``param`` (contiguous: a bfloat16
+        ``add_`` rounds a strided operand unlike a contiguous one, and the owners' blocks arrive contiguous). The
+        matrices of one norm, shape and scale go through their LMO in one batched call (Newton-Schulz included)."""
+        layouts = [self._layout(group, param) for group, param, _ in items]
+        stacks = [layout.matrices(t) for layout, (_, _, t) in zip(layouts, items, strict=True)]
+        keys = [
+            (resolve_norm(group["norm"], param), group["ns_steps"], group["scale"], layout.transposed, *stack.shape[1:])
+            + (stack.dtype, stack.device)
+            for layout, stack, (group, param, _) in zip(layouts, stacks, items, strict=True)
+        ]
+        blocks = apply_batched(stacks, keys, self._lmo_batch)
+        return [block.view(layout.shape) for layout, block in zip(layouts, blocks, strict=True)]
+
+    @staticmethod
+    def _lmo_batch(key: tuple, stack: torch.Tensor) -> torch.Tensor:
+        """``scale * lmo`` of each matrix of ``stack`` (``(k, d_out, d_in)``), stored as the parameters hold them."""
+        name, ns_steps, scale, transposed = key[:4]
+        norm = Spectral(ns_steps) if name == "spectral" else NORMS[name]()
+        direction = scale * norm.lmo(stack)
+        return (direction.mT if transposed else direction).contiguous()
 
     @torch.no_grad()
     def lmo_direction(self, tensors: dict[torch.Tensor, torch.Tensor]) -> dict[torch.Tensor, torch.Tensor]:
         """``scale_l * lmo_l(t_l)`` for tensors keyed by parameter: a step of unit product norm (no momentum)."""
-        return {
-            p: self._direction(group, p, tensors[p])
-            for group in self.param_groups
-            for p in group["params"]
-            if p in tensors
-        }
+        items = [(group, p, tensors[p]) for group in self.param_groups for p in group["params"] if p in tensors]
+        return {p: direction for (_, p, _), direction in zip(items, self._lmo_steps(items), strict=True)}
 
     @torch.no_grad()
     def norm_matched_init_(self, generator: torch.Generator | None = None) -> None:

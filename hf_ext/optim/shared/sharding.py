@@ -79,18 +79,40 @@ class OwnerExchange:
         first input's dtype; every rank must know it to receive its part). It runs only on the owner of a
         sharded parameter, on every rank otherwise.
         """
+
+        def each(computed: list[int], wholes: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+            return [fn(index, whole) for index, whole in zip(computed, wholes, strict=True)]
+
+        return self.run_batched(indices, inputs, each, out_dtypes)
+
+    def run_batched(
+        self,
+        indices: Sequence[int],
+        inputs: Sequence[Sequence[torch.Tensor]],
+        fn: Callable[[list[int], list[list[torch.Tensor]]], list[torch.Tensor]],
+        out_dtypes: Sequence[torch.dtype] | None = None,
+    ) -> list[torch.Tensor]:
+        """:meth:`run` with one call ``fn(computed, wholes)`` for every matrix this rank computes (its tensors that are
+        not sharded, then the sharded ones it owns), returning their results in that order: so that ``fn`` can batch
+        them (one Newton-Schulz call per matrix shape)."""
         results: list[torch.Tensor | None] = [None] * len(indices)
-        sharded = []
-        for k, (index, tensors) in enumerate(zip(indices, inputs, strict=True)):
-            if self.shardings[index] is None:
-                results[k] = fn(index, [local(t) for t in tensors])
-            else:
-                sharded.append(k)
+        here = [k for k, index in enumerate(indices) if self.shardings[index] is None]
+        sharded = [k for k, index in enumerate(indices) if self.shardings[index] is not None]
+        owned = {}
         if sharded:
-            owned = self._gather([indices[k] for k in sharded], [[local(t) for t in inputs[k]] for k in sharded])
+            gathered = self._gather([indices[k] for k in sharded], [[local(t) for t in inputs[k]] for k in sharded])
+            owned = {index: whole for index, whole in gathered.items() if whole}
+        computed = [indices[k] for k in here] + list(owned)
+        wholes = [[local(t) for t in inputs[k]] for k in here] + list(owned.values())
+        outputs = fn(computed, wholes) if computed else []
+        for k, output in zip(here, outputs[: len(here)], strict=True):
+            results[k] = output
+        if sharded:
             dtypes = [out_dtypes[k] if out_dtypes else local(inputs[k][0]).dtype for k in sharded]
-            computed = {i: fn(i, whole).to(dtypes[n]) for n, (i, whole) in enumerate(owned.items()) if whole}
-            for k, part in zip(sharded, self._scatter([indices[k] for k in sharded], dtypes, computed), strict=True):
+            dtype_of = dict(zip((indices[k] for k in sharded), dtypes, strict=True))
+            ours = zip(owned, outputs[len(here) :], strict=True)
+            mine = {index: output.to(dtype_of[index]) for index, output in ours}
+            for k, part in zip(sharded, self._scatter([indices[k] for k in sharded], dtypes, mine), strict=True):
                 results[k] = part
         return results
 

@@ -102,6 +102,8 @@ class Identity(Side):
         return inverse_root(element, p, _per_matrix(damping, element.dim() - 1))  # against the eigenvalues
 
     def apply(self, element, v):
+        if element.shape[-3] == 1:  # one matrix for every row: one product (broadcast, matmul copied it per row)
+            return v @ element.squeeze(-3).mT
         return (element @ v.unsqueeze(-1)).squeeze(-1)
 
     def dense(self, element, d):

@@ -28,6 +28,14 @@ has rank 1 per block), and ``S^(-1/2)`` multiplies whatever of the momentum lies
 ``damping^(-1/2)``; a bfloat16 ``S`` or momentum puts 2^-8 of it there, which made the first step of a bfloat16
 8 x 8 layer twice the float32 one. The momentum and ``S`` thus cost float32 memory.
 
+The step works on many parameters at once: the diagonal-``S`` parameters in ``foreach`` form, and the matrices of
+one param group, group and shape stacked, their estimates and inverse roots in one batched call each (chunks of
+at most :data:`BATCH_ELEMENTS` numbers of ``S``, for memory). It reads nothing back from the device, and keeps
+``step`` (float32, on each parameter's device) and ``lr`` (a number, or a tensor for a scheduler) as tensors where
+torch's optimizers do, so ``torch.compile(optimizer.step)`` compiles once. The eigendecompositions dominate its
+cost: the default hidden group has two ``d_in x d_in`` roots per matrix (the rows' mean and its complement), a
+one-sided Shampoo one, so the step costs about twice Shampoo's (``group="orthogonal"``: the same).
+
 Sharded parameters (FSDP2): ``("scaling", "scaling")`` layers (the fallback: embeddings, heads, norms; an expert
 tensor excepted, whose damping is each expert's own) step on each rank's shard, their state sharded like the
 parameter; every other group needs the whole gradient, so each such matrix has an owner rank
@@ -42,21 +50,26 @@ from a symmetry group the user picks per layer.
 """
 
 import fnmatch
-from itertools import chain
+import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from ..._sharded import local, shard_group, squared_norm_part, sum_across
+from ..._sharded import local, shard_group, squared_norm_parts, sum_across
 from ..._validation import check_finite
 from ...models.layout import ParamLayout, model_layout
 from ..shared.first_step import check_first_step
 from ..shared.sharding import OwnerExchange
-from .groups import GROUPS, SymmetryGroup
+from ..shared.state import restore_state
+from .groups import GROUPS, SymmetryGroup, _per_matrix
 
 FALLBACK = ("scaling", "scaling")  # vectors, embeddings and heads: the diagonal (Adam-like) estimate
 HIDDEN = ("permutation", "identity")  # "auto" on a matrix with at least 2 output units
 STATISTICS = ("exp_avg", "moment", "mean_square")  # state kept in float32 (or the parameter's wider dtype)
+# The most numbers of S whose inverse roots one batched call computes: 128 MiB in float64 (30 of SmolLM2-135M's
+# 1536 x 1536 S pairs at once would need 4.5 GB for the input, eigenvectors and roots).
+BATCH_ELEMENTS = 2**24
 
 
 def statistics_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -175,13 +188,16 @@ class SymmetryCurvature(torch.optim.Optimizer):
         except (TypeError, ValueError):
             self.param_groups.pop()
             raise
+        self._plan()
 
     @staticmethod
     def _check(group: dict, index: int) -> None:
-        for name in ("lr", "betas", "damping", "weight_decay"):
+        lr = float(group["lr"])  # a tensor lr (for a scheduler under torch.compile) is read here, never in a step
+        for name in ("betas", "damping", "weight_decay"):
             check_finite("SymmetryCurvature", name, group[name])
+        check_finite("SymmetryCurvature", "lr", lr)
         for name, allowed, ok in (
-            ("lr", ">= 0", group["lr"] >= 0),
+            ("lr", ">= 0", lr >= 0),
             ("damping", "> 0", group["damping"] > 0),
             ("weight_decay", ">= 0", group["weight_decay"] >= 0),
             ("betas", "two numbers in [0, 1)", len(group["betas"]) == 2 and all(0 <= b < 1 for b in group["betas"])),
@@ -207,6 +223,61 @@ class SymmetryCurvature(torch.optim.Optimizer):
                 raise ValueError(f"SymmetryCurvature: {where}: {error}") from None
             symmetry.check(layout.name, layout.shape, (layout.num_matrices, *layout.matrix_shape))
 
+    def _plan(self) -> None:
+        """How each parameter steps, fixed by the groups' settings and the parameters' shapes: its layout, symmetry
+        group, and for a whole-matrix one its index among the matrices (owners, batching); rebuilt whenever
+        ``param_groups`` change, never in a step (so that ``torch.compile`` finds it as it was)."""
+        self._entries, matrices, costs = [], [], []
+        for index, group in enumerate(self.param_groups):
+            entries = []
+            for p, layout in zip(group["params"], group_layouts(group, index), strict=True):
+                symmetry = SymmetryGroup(*resolve_group(group["group"], layout))
+                # A diagonal S steps each shard alone; an expert tensor's needs each expert's own mean of g^2.
+                if symmetry.elementwise and not layout.stacked:
+                    entries.append(_Entry(layout, symmetry))
+                    continue
+                # Its S's shape, from a gradient on the meta device; an owner keeps the matrix's momentum and S:
+                # balance both (S of an (out, in) layer grows as in^2).
+                moment = symmetry.second_moment(layout.matrices(torch.empty(p.shape, device="meta"))).shape
+                entries.append(_Entry(layout, symmetry, len(matrices), tuple(moment)))
+                matrices.append(p)
+                costs.append(p.numel() + moment.numel())
+            self._entries.append(entries)
+        # Owners over every whole-matrix parameter, with a gradient this step or not, so that they stay put.
+        self._exchange = OwnerExchange(matrices, "SymmetryCurvature", costs)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._plan()
+
+    def _init_group(self, group: dict, index: int) -> None:
+        """Each parameter's state at its first step: ``step`` (float32, on its device; every rank counts every
+        parameter's steps), and the momentum (shaped like the parameter), ``S`` and the mean of ``g^2`` of each of
+        its matrices, in :func:`statistics_dtype`, where this rank steps it (a diagonal ``S`` sharded like the
+        parameter; a whole matrix on its owner).
+
+        As torch's optimizers do, in a method named so: ``torch.compile`` runs it as Python when it traces the step,
+        so that the compiled step finds the state in place and compiles once."""
+        for p, entry in zip(group["params"], self._entries[index], strict=True):
+            if p.grad is None or "step" in self.state[p]:
+                continue
+            state = self.state[p]
+            state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+            dtype = statistics_dtype(p.dtype)
+            if entry.matrix is None:
+                self._init_statistics(state, torch.zeros_like(p, dtype=dtype), torch.zeros_like(p, dtype=dtype), 1)
+            elif self._exchange.owns(entry.matrix):
+                exp_avg = torch.zeros(p.shape, dtype=dtype, device=p.device)
+                moment = torch.zeros(entry.moment, dtype=dtype, device=p.device)
+                self._init_statistics(state, exp_avg, moment, entry.layout.num_matrices)
+
+    @staticmethod
+    def _init_statistics(state: dict, exp_avg: torch.Tensor, moment: torch.Tensor, matrices: int) -> None:
+        """The momentum (shaped like the parameter), ``S`` and the mean of ``g^2`` of each of its ``matrices``."""
+        state["exp_avg"] = exp_avg
+        state["moment"] = moment
+        state["mean_square"] = torch.zeros(matrices, dtype=exp_avg.dtype, device=exp_avg.device)
+
     @torch.no_grad()
     def step(self, closure=None):
         loss = None
@@ -214,108 +285,176 @@ class SymmetryCurvature(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         check_first_step(self)
-        groups, layouts = {}, {}
+        elementwise, matrices, steps = [], [], []
         for index, group in enumerate(self.param_groups):
-            for p, layout in zip(group["params"], group_layouts(group, index), strict=True):
-                groups[p], layouts[p] = group, layout
-        symmetries = {p: SymmetryGroup(*resolve_group(group["group"], layouts[p])) for p, group in groups.items()}
-        # A diagonal S steps each shard alone; an expert tensor's needs each expert's own mean of g^2, so it goes whole.
-        elementwise = {p for p, symmetry in symmetries.items() if symmetry.elementwise and not layouts[p].stacked}
-        # Owners over every whole-matrix parameter, with a gradient this step or not, so that they stay put.
-        matrices = [p for p in symmetries if p not in elementwise]
-        # An owner keeps the matrix's momentum and S: balance both (S of an (out, in) layer grows as in^2). Their
-        # sizes from shapes alone: S of a gradient on the meta device.
-        meta = [layouts[p].matrices(torch.empty(p.shape, device="meta")) for p in matrices]
-        costs = [p.numel() + symmetries[p].second_moment(g).numel() for p, g in zip(matrices, meta, strict=True)]
-        exchange = OwnerExchange(matrices, "SymmetryCurvature", costs)
-        stepped = [p for p in groups if p.grad is not None]
-        for p in stepped:  # every rank counts every parameter's steps; a matrix's owner alone keeps its tensors
-            self.state[p]["step"] = self.state[p].get("step", 0) + 1
-        self._step_elementwise([p for p in stepped if p in elementwise], groups)
-
-        def direction(index: int, whole: list[torch.Tensor]) -> torch.Tensor:
-            p = matrices[index]
-            layout, state = layouts[p], self.state[p]
-            g = layout.matrices(whole[0])
-            if "exp_avg" not in state:
-                dtype = statistics_dtype(g.dtype)
-                moment = symmetries[p].second_moment(g.to(dtype))
-                exp_avg = torch.zeros(p.shape, dtype=dtype, device=g.device)
-                self._init_state(state, exp_avg, torch.zeros_like(moment), layout.num_matrices)
-            exp_avg = layout.matrices(state["exp_avg"])
-            return layout.from_matrices(self._direction(groups[p], symmetries[p], state, exp_avg, state["moment"], g))
-
-        pending = [p for p in stepped if p not in elementwise]
-        position = {id(p): index for index, p in enumerate(matrices)}
-        indices = [position[id(p)] for p in pending]
-        dtypes = [statistics_dtype(p.grad.dtype) for p in pending]  # the direction, added as one process adds it
-        steps = exchange.run(indices, [[p.grad] for p in pending], direction, dtypes)
-        for p, step in zip(pending, steps, strict=True):
-            self._apply(groups[p], p, step)
+            self._init_group(group, index)
+            for p, entry in zip(group["params"], self._entries[index], strict=True):
+                if p.grad is not None:
+                    steps.append(self.state[p]["step"])
+                    (elementwise if entry.matrix is None else matrices).append(_Stepped(index, p, entry))
+        if not steps:
+            return loss
+        torch._foreach_add_(steps, 1)
+        stepped = elementwise + matrices
+        directions = self._elementwise_directions(elementwise) + self._matrix_directions(matrices)
+        for index, group in enumerate(self.param_groups):
+            mine = [(local(item.param), d) for item, d in zip(stepped, directions, strict=True) if item.group == index]
+            if mine:
+                params, group_directions = (list(column) for column in zip(*mine, strict=True))
+                self._apply(group, params, group_directions)
         return loss
 
-    @staticmethod
-    def _init_state(state: dict, exp_avg: torch.Tensor, moment: torch.Tensor, matrices: int) -> None:
-        """The momentum (shaped like the parameter), ``S`` and the mean of ``g^2`` of each of its ``matrices``."""
-        state["exp_avg"] = exp_avg
-        state["moment"] = moment
-        state["mean_square"] = torch.zeros(matrices, dtype=exp_avg.dtype, device=exp_avg.device)
+    def _elementwise_directions(self, stepped: list["_Stepped"]) -> list[torch.Tensor]:
+        """The diagonal-``S`` directions on this rank's shards, as :meth:`SymmetryGroup.precondition` computes them
+        for ``("scaling", "scaling")`` but in ``foreach`` form on tensors as they are; the mean of ``g^2`` over each
+        whole parameter comes from one ``all_reduce`` for all of them."""
+        if not stepped:
+            return []
+        params = [item.param for item in stepped]
+        process_group = shard_group(params, "SymmetryCurvature")
+        squares = sum_across(squared_norm_parts([p.grad for p in params], process_group), process_group)
+        means = torch._foreach_div(list(squares.unbind()), [float(p.numel()) for p in params])
+        directions = [None] * len(stepped)
+        for index, positions in _by_group(stepped).items():
+            group, states = self.param_groups[index], [self.state[stepped[k].param] for k in positions]
+            beta1, beta2 = group["betas"]
+            dtypes = [state["exp_avg"].dtype for state in states]
+            grads = [local(stepped[k].param.grad).to(dtype) for k, dtype in zip(positions, dtypes, strict=True)]
+            exp_avgs, moments = ([local(state[name]) for state in states] for name in ("exp_avg", "moment"))
+            torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+            torch._foreach_lerp_(moments, torch._foreach_mul(grads, grads), 1 - beta2)
+            new_means = [means[k].to(dtype) for k, dtype in zip(positions, dtypes, strict=True)]
+            torch._foreach_lerp_([state["mean_square"] for state in states], new_means, 1 - beta2)
+            bias1, bias2 = _bias_corrections(states, group["betas"])
+            roots = torch._foreach_div(moments, bias2)
+            torch._foreach_clamp_min_(roots, 0)
+            damping = torch._foreach_div([state["mean_square"] for state in states], bias2)
+            torch._foreach_mul_(damping, group["damping"])
+            torch._foreach_add_(damping, [torch.finfo(dtype).tiny for dtype in dtypes])
+            torch._foreach_add_(roots, damping)
+            torch._foreach_pow_(roots, -0.5)
+            group_directions = torch._foreach_div(exp_avgs, bias1)
+            torch._foreach_mul_(group_directions, roots)
+            for k, direction in zip(positions, group_directions, strict=True):
+                directions[k] = direction
+        return directions
 
-    def _step_elementwise(self, params: list[torch.Tensor], groups: dict) -> None:
-        """Diagonal-``S`` parameters on this rank's shards, their state shaped and sharded like them; the mean of
-        ``g^2`` over each whole parameter comes from one ``all_reduce`` for all of them."""
-        if not params:
-            return
-        process_group, diagonal = shard_group(params, "SymmetryCurvature"), SymmetryGroup(*FALLBACK)
-        squares = sum_across(torch.stack([squared_norm_part([p.grad], process_group) for p in params]), process_group)
-        for p, square_sum in zip(params, squares, strict=True):
-            state = self.state[p]
-            if "exp_avg" not in state:
-                dtype = statistics_dtype(p.dtype)
-                contiguous = {"dtype": dtype, "memory_format": torch.contiguous_format}  # so that _one_row is a view
-                self._init_state(state, torch.zeros_like(p, **contiguous), torch.zeros_like(p, **contiguous), 1)
-            g = _one_row(local(p.grad))
-            views = [_one_row(local(state[name])) for name in ("exp_avg", "moment")]
-            mean_square = (square_sum / p.numel()).to(statistics_dtype(g.dtype))
-            self._apply(groups[p], p, self._direction(groups[p], diagonal, state, *views, g, mean_square))
+    def _matrix_directions(self, stepped: list["_Stepped"]) -> list[torch.Tensor]:
+        """The whole-matrix directions, each matrix on its owner: those of one group, symmetry, shape and dtype
+        batched (:meth:`_batched_directions`), in chunks of at most :data:`BATCH_ELEMENTS` numbers of ``S``."""
+        if not stepped:
+            return []
+        by_matrix = {item.entry.matrix: item for item in stepped}
 
-    @staticmethod
-    def _direction(group: dict, symmetry: SymmetryGroup, state: dict, exp_avg, moment, g, mean_square=None):
-        """One step of the module docstring's estimates for the gradient matrices ``g`` (``(matrices, out, in)``,
-        whole, or a shard as one row for a diagonal ``S``; ``mean_square``: the mean of ``g^2`` over the whole
-        parameter, default each matrix's own); returns the direction, shaped like ``g``, in :func:`statistics_dtype`."""
+        def compute(batch: list[int], wholes: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+            buckets: dict[tuple, list[int]] = {}
+            for position, (matrix, (grad,)) in enumerate(zip(batch, wholes, strict=True)):
+                item = by_matrix[matrix]
+                symmetry = (item.entry.symmetry.rows.name, item.entry.symmetry.cols.name)
+                key = (item.group, symmetry, item.entry.layout.matrix_shape, grad.dtype, grad.device)
+                buckets.setdefault(key, []).append(position)
+            results = [None] * len(batch)
+            for positions in buckets.values():
+                for chunk in _chunks(positions, [math.prod(by_matrix[batch[k]].entry.moment) for k in positions]):
+                    items, grads = [by_matrix[batch[k]] for k in chunk], [wholes[k][0] for k in chunk]
+                    for k, direction in zip(chunk, self._batched_directions(items, grads), strict=True):
+                        results[k] = direction
+            return results
+
+        indices = [item.entry.matrix for item in stepped]
+        dtypes = [statistics_dtype(item.param.grad.dtype) for item in stepped]  # added as one process adds it
+        return self._exchange.run_batched(indices, [[item.param.grad] for item in stepped], compute, dtypes)
+
+    def _batched_directions(self, stepped: list["_Stepped"], grads: list[torch.Tensor]) -> list[torch.Tensor]:
+        """One step of the module docstring's estimates for whole gradients of one group, symmetry and matrix shape,
+        stacked along the matrices (each parameter's experts in turn): the moments and inverse roots of all of
+        them in one batched call; the directions, shaped like the parameters, in :func:`statistics_dtype`."""
+        group, symmetry = self.param_groups[stepped[0].group], stepped[0].entry.symmetry
         beta1, beta2 = group["betas"]
-        t = state["step"]
-        g = g.to(moment.dtype)
-        exp_avg.lerp_(g, 1 - beta1)
-        moment.lerp_(symmetry.second_moment(g), 1 - beta2)
-        state["mean_square"].lerp_(g.square().mean((-2, -1)) if mean_square is None else mean_square, 1 - beta2)
-        correction = 1 - beta2**t
-        damping = group["damping"] * state["mean_square"] / correction + torch.finfo(g.dtype).tiny  # one per matrix
-        return symmetry.precondition(moment / correction, exp_avg / (1 - beta1**t), damping=damping)
+        layouts = [item.entry.layout for item in stepped]
+        states = [self.state[item.param] for item in stepped]
+        sizes = [layout.num_matrices for layout in layouts]
+        dtype = states[0]["moment"].dtype
+        g = torch.cat([layout.matrices(grad).to(dtype) for layout, grad in zip(layouts, grads, strict=True)])
+        exp_avgs = [layout.matrices(state["exp_avg"]) for layout, state in zip(layouts, states, strict=True)]
+        moments, mean_squares = ([state[name] for state in states] for name in ("moment", "mean_square"))
+        torch._foreach_lerp_(exp_avgs, list(g.split(sizes)), 1 - beta1)
+        torch._foreach_lerp_(moments, list(symmetry.second_moment(g).split(sizes)), 1 - beta2)
+        torch._foreach_lerp_(mean_squares, list(g.square().mean((-2, -1)).split(sizes)), 1 - beta2)
+        bias1, bias2 = (
+            torch.cat([c.to(dtype).expand(n) for c, n in zip(bias, sizes, strict=True)])
+            for bias in _bias_corrections(states, group["betas"])
+        )
+        damping = group["damping"] * torch.cat(mean_squares) / bias2 + torch.finfo(dtype).tiny  # one per matrix
+        moment = torch.cat(moments) / _per_matrix(bias2, moments[0].dim())
+        exp_avg = torch.cat(exp_avgs) / _per_matrix(bias1, 3)
+        direction = symmetry.precondition(moment, exp_avg, damping=damping)
+        return [layout.from_matrices(d) for layout, d in zip(layouts, direction.split(sizes), strict=True)]
 
     def load_state_dict(self, state_dict: dict) -> None:
         """torch's, which casts every floating state tensor to its parameter's dtype, with the float32 state
-        restored as saved (a bfloat16 model's would otherwise be rounded on every resume)."""
-        saved = [entry for entry in state_dict["state"].items() if isinstance(entry[1], dict)]
+        restored as saved (a bfloat16 model's would otherwise be rounded on every resume) and ``step`` on each
+        parameter's device (a state saved with Python numbers too)."""
         super().load_state_dict(state_dict)
-        ids = chain.from_iterable(group["params"] for group in state_dict["param_groups"])
-        params = dict(zip(ids, chain.from_iterable(group["params"] for group in self.param_groups), strict=True))
-        for key, value in saved:
-            for name in STATISTICS:
-                if key in params and name in value:
-                    dtype = statistics_dtype(params[key].dtype)
-                    self.state[params[key]][name] = value[name].to(device=params[key].device, dtype=dtype)
+        self._plan()
+
+        def dtype(name: str, p: torch.Tensor) -> torch.dtype | None:
+            return torch.float32 if name == "step" else statistics_dtype(p.dtype) if name in STATISTICS else None
+
+        restore_state(self, state_dict, dtype)
 
     @staticmethod
-    def _apply(group: dict, p: torch.Tensor, direction: torch.Tensor) -> None:
-        """Decoupled weight decay, then the step, on this rank's part of ``p`` (``direction``: that part's entries)."""
-        part = local(p)
-        part.mul_(1 - group["lr"] * group["weight_decay"])
-        part.add_(direction.reshape(part.shape), alpha=-group["lr"])
+    def _apply(group: dict, params: list[torch.Tensor], directions: list[torch.Tensor]) -> None:
+        """Decoupled weight decay, then the step, on this rank's parts of ``params`` (``directions``: those parts'
+        entries, changed here); ``lr`` may be a tensor."""
+        if group["weight_decay"]:
+            torch._foreach_mul_(params, 1 - group["lr"] * group["weight_decay"])
+        directions = [d.reshape(p.shape) for p, d in zip(params, directions, strict=True)]
+        torch._foreach_mul_(directions, group["lr"])
+        torch._foreach_sub_(params, directions)
 
 
-def _one_row(tensor: torch.Tensor) -> torch.Tensor:
-    """A tensor as one ``1 x numel`` matrix (a diagonal ``S`` acts entry by entry: shapes do not matter); a view of
-    a contiguous tensor."""
-    return tensor.reshape(1, 1, tensor.numel())
+@dataclass(frozen=True)
+class _Entry:
+    """How one parameter steps (:meth:`SymmetryCurvature._plan`): ``matrix`` is its index among the whole-matrix
+    parameters (``None``: a diagonal ``S``, stepped elementwise) and ``moment`` the shape of its ``S``."""
+
+    layout: ParamLayout
+    symmetry: SymmetryGroup
+    matrix: int | None = None
+    moment: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Stepped:
+    """A parameter with a gradient this step: its group's index, the parameter, and its :class:`_Entry`."""
+
+    group: int
+    param: torch.Tensor
+    entry: _Entry
+
+
+def _by_group(stepped: list[_Stepped]) -> dict[int, list[int]]:
+    """The positions in ``stepped`` of each group's parameters."""
+    positions: dict[int, list[int]] = {}
+    for k, item in enumerate(stepped):
+        positions.setdefault(item.group, []).append(k)
+    return positions
+
+
+def _bias_corrections(states: list[dict], betas: tuple[float, float]) -> tuple[list, list]:
+    """Adam's ``1 - beta^step`` for each state's ``step`` and each beta (float64 0-d tensors)."""
+    steps = torch.stack([state["step"] for state in states]).double()
+    return tuple(list((1 - beta**steps).unbind()) for beta in betas)
+
+
+def _chunks(positions: list[int], sizes: list[int]) -> list[list[int]]:
+    """``positions`` in consecutive runs of at most :data:`BATCH_ELEMENTS` in ``sizes`` (at least one each)."""
+    chunks, total = [], 0
+    for position, size in zip(positions, sizes, strict=True):
+        if not chunks or total + size > BATCH_ELEMENTS:
+            chunks.append([])
+            total = 0
+        chunks[-1].append(position)
+        total += size
+    return chunks

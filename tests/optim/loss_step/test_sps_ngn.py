@@ -238,3 +238,52 @@ def test_an_added_group_is_checked_and_a_refused_one_not_kept(cls, group, messag
     with pytest.raises(ValueError, match=message):
         optimizer.add_param_group({"params": [torch.nn.Parameter(torch.ones(1))], **group})
     assert len(optimizer.param_groups) == 1
+
+
+def _mlp_and_closure(build_optimizer):
+    """A 2-layer MLP on a fixed batch, its optimizer over two groups (weights, biases) and the closure."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    x, y = torch.randn(6, 4), torch.randn(6, 3)
+    weights = [p for p in model.parameters() if p.dim() == 2]
+    biases = [p for p in model.parameters() if p.dim() == 1]
+    optimizer = build_optimizer(weights, biases)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = (model(x) - y).square().mean()
+        loss.backward()
+        return loss
+
+    return model, optimizer, closure
+
+
+BUILDS = {  # every branch of the step: momentum or not, weight decay, the smoothed cap, both norms, a tensor lr
+    "SPS": lambda w, b: SPS(
+        [{"params": w, "momentum": 0.5, "weight_decay": 0.1, "bound_growth": 2.0}, {"params": b}],
+        lr=torch.tensor(0.5),
+        norm="per_group",
+    ),
+    "NGN": lambda w, b: NGN([{"params": w}, {"params": b, "momentum": 0.9, "weight_decay": 0.1}], lr=0.5),
+}
+
+
+@pytest.mark.parametrize("name", BUILDS)
+def test_torch_compile_compiles_the_step_once_and_matches_eager(name, compiled_and_eager):
+    """The step counts, step sizes and ``lr`` (a tensor, under a scheduler) are tensors: compiled, the step compiles
+    at the first call and never again (the old Python-number step recompiled at every step), and moves the
+    parameters as the eager step does."""
+    eager, compiled = compiled_and_eager(lambda: _mlp_and_closure(BUILDS[name]))
+    for a, b in zip(eager, compiled, strict=True):
+        torch.testing.assert_close(b, a)
+
+
+@pytest.mark.parametrize("name", BUILDS)
+def test_a_step_reads_one_value_from_the_device(name, host_reads):
+    """Whether the loss is usable, so that a bad one raises before anything moves; the loss, ``||g||^2`` and the step
+    size stay tensors (the old step read the loss, the norms and the step size back: three waits on a GPU)."""
+    _, optimizer, closure = _mlp_and_closure(BUILDS[name])
+    for _ in range(2):
+        with host_reads() as reads:
+            optimizer.step(closure)
+        assert reads.total() == 1

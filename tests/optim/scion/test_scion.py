@@ -9,7 +9,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from hf_ext.models import tiny_causal_lm
 from hf_ext.optim import Scion, scion_param_groups
 from hf_ext.optim.scion.optimizer import RMS, ColNorm, Sign, Spectral
-from hf_ext.optim.shared.newton_schulz import CUBIC
+from hf_ext.optim.shared.newton_schulz import CUBIC, newton_schulz
 
 
 def _randn(*shape, seed=0):
@@ -311,3 +311,67 @@ def test_a_nan_gradient_is_named_by_the_groups_param_names_when_it_has_them():
     model.lm_head.weight.grad[0, 0] = float("inf")
     with pytest.raises(FloatingPointError, match="the gradient of lm_head.weight holds NaN or inf"):
         optimizer.step()
+
+
+def _same_shapes_groups():
+    """Spectral matrices of two shapes (three 8x8, two 16x8; three 8x8 experts; a 16x8 map stored transposed with
+    another scale), a vector and a head, with gradients."""
+    torch.manual_seed(0)
+    square = [nn.Parameter(torch.randn(8, 8)) for _ in range(3)]
+    tall = [nn.Parameter(torch.randn(16, 8)) for _ in range(2)]
+    groups = [
+        {"params": square + tall, "norm": "spectral"},
+        {"params": [nn.Parameter(torch.randn(3, 8, 8))], "norm": "spectral", "stacked": True},
+        {"params": [nn.Parameter(torch.randn(8, 16))], "norm": "spectral", "transposed": True, "scale": 2.0},
+        {"params": [nn.Parameter(torch.randn(8))], "norm": "rms"},
+        {"params": [nn.Parameter(torch.randn(10, 8))], "norm": "sign"},
+    ]
+    for group in groups:
+        for p in group["params"]:
+            p.grad = torch.randn_like(p)
+    return groups
+
+
+def test_matrices_of_one_shape_go_through_newton_schulz_together_each_as_alone(monkeypatch):
+    """One Newton-Schulz call per matrix shape, layout and scale (the three 8x8 matrices and the three experts; the two
+    16x8; the transposed one), each matrix's step its own LMO's; the old step called it once per parameter."""
+    from hf_ext.optim.scion import optimizer as scion
+
+    groups = _same_shapes_groups()
+    before = [[p.detach().clone() for p in group["params"]] for group in groups]
+    calls = []
+    monkeypatch.setattr(scion, "newton_schulz", lambda x, *args: calls.append(x.shape) or newton_schulz(x, *args))
+    Scion(groups, lr=0.1, alpha=0.5).step()
+    assert sorted(calls) == [(1, 16, 8), (2, 16, 8), (6, 8, 8)]
+    for group, start in zip(groups, before, strict=True):  # Scion filled in each group's defaults
+        norm = {"spectral": Spectral(), "rms": RMS(), "sign": Sign()}[group["norm"]]
+        for p, p0 in zip(group["params"], start, strict=True):
+            layout = Scion._layout(group, p)
+            direction = layout.from_matrices(norm.lmo(layout.matrices(0.5 * p.grad)))
+            expected = p0 + 0.1 * group["scale"] * direction
+            torch.testing.assert_close(p.detach(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_step_reads_one_value_on_the_host_the_nan_check(host_reads):
+    """The NaN refusal's verdict is the step's one host sync (a device sync on a GPU); nothing else reads a value."""
+    optimizer = Scion(_same_shapes_groups(), lr=0.1)
+    for _ in range(2):
+        with host_reads() as reads:
+            optimizer.step()
+        assert reads == {"__bool__": 1}
+
+
+def test_a_compiled_step_compiles_once_and_steps_as_the_eager_one():
+    """torch.compile(optimizer.step): the momentum created at the first step made the second compile again."""
+    models = [_untied_llama() for _ in range(2)]
+    optimizers = [Scion(model, lr=0.05) for model in models]
+    steps = [optimizers[0].step, torch.compile(optimizers[1].step)]
+    torch._dynamo.reset()
+    for index in range(3):
+        with torch._dynamo.config.patch(error_on_recompile=index > 0):
+            for model, step in zip(models, steps, strict=True):
+                model.zero_grad()
+                model(torch.tensor([[1, 2, 3]])).logits.square().mean().backward()
+                step()
+    for eager, compiled in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-6)

@@ -333,3 +333,70 @@ def test_add_param_group_says_whether_to_pass_param_names():
         unnamed.add_param_group({"params": [nn.Parameter(torch.ones(2, 2))], "param_names": ["extra"]})
     named.add_param_group({"params": [nn.Parameter(torch.ones(2, 2))], "param_names": ["extra"]})
     assert len(named.param_groups) == 3
+
+
+class _SmallNet(nn.Module):
+    """Every path of the step: biases (a diagonal S, foreach), two hidden matrices of one shape (one batched root),
+    two of others, and an experts tensor (3 matrices of 2 x 8, batched with their own S)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp, self.mid, self.mid2 = nn.Linear(4, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.experts = nn.Parameter(_randn(3, 2, 8, seed=12) * 0.3)
+
+    def forward(self, x):
+        h = torch.relu(self.mid2(torch.relu(self.mid(torch.relu(self.inp(x))))))
+        return torch.einsum("bi,eoi->bo", h, self.experts)
+
+
+def _small_net_and_closure(lr=0.01):
+    torch.manual_seed(0)
+    model = _SmallNet()
+    optimizer = SymmetryCurvature(model, lr=lr, weight_decay=0.1)
+    x, y = _randn(6, 4, seed=13), _randn(6, 2, seed=14)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = (model(x) - y).square().mean()
+        loss.backward()
+        return loss
+
+    return model, optimizer, closure
+
+
+def test_torch_compile_compiles_the_step_once_and_matches_eager(compiled_and_eager):
+    """State made in ``_init_group`` (run as Python while tracing), step counts and ``lr`` (a tensor, under a
+    scheduler) as tensors: compiled, the step compiles at the first call and never again (the old Python step
+    counter recompiled it at every step), and moves the parameters as the eager step does."""
+    eager, compiled = compiled_and_eager(lambda: _small_net_and_closure(lr=torch.tensor(0.01)))
+    for a, b in zip(eager, compiled, strict=True):
+        torch.testing.assert_close(b, a)
+
+
+def test_a_step_reads_nothing_from_the_device(host_reads):
+    _, optimizer, closure = _small_net_and_closure()
+    for _ in range(2):
+        with host_reads() as reads:
+            optimizer.step(closure)
+        assert not reads
+
+
+def test_matrices_of_one_shape_share_one_batched_root_call(monkeypatch):
+    """The two 8 x 8 layers' inverse roots come from one eigendecomposition call on their stacked S (the old step
+    called it once per parameter), the experts' three from another, the first layer's from one of its own; a chunk
+    holds at most BATCH_ELEMENTS numbers of S, and at least one parameter whole."""
+    batches = []
+    eigh = torch.linalg.eigh
+
+    def counted(matrix, *args, **kwargs):
+        batches.append(tuple(matrix.shape[:-2]))
+        return eigh(matrix, *args, **kwargs)
+
+    monkeypatch.setattr(torch.linalg, "eigh", counted)
+    _, optimizer, closure = _small_net_and_closure()
+    optimizer.step(closure)
+    assert sorted(batches) == [(1, 2), (2, 2), (3, 2)]  # (matrices, blocks of S): inp, mid and mid2, experts
+    batches.clear()
+    monkeypatch.setattr("hf_ext.optim.symmetry_curvature.optimizer.BATCH_ELEMENTS", 2 * 8 * 8)  # one 8 x 8 layer's
+    optimizer.step(closure)
+    assert sorted(batches) == [(1, 2), (1, 2), (1, 2), (3, 2)]

@@ -49,8 +49,8 @@ from hf_ext.companion.single_index import (
     information_exponent,
     link_coefficients,
 )
-from hf_ext.plotting import plot_bands, plot_log_sweeps
 from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
+from hf_ext.recipes._plotting import plot_bands, plot_log_sweeps
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import settings_parser
 

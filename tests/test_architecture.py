@@ -331,6 +331,36 @@ def test_each_optimizer_method_is_its_own_unit():
     assert violations(rule, allowed) == []
 
 
+def _string_constants(path: Path) -> set[str]:
+    """The string literals of a module's code, docstrings left out (they may name what uses the module)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    }
+
+
+def test_the_core_names_no_method(modules):
+    """A method's name in the core (a registry of how to spell it) ties the core to every method: the methods'
+    names live with the code that runs them (hf_ext.recipes._plotting spells them for the plots)."""
+    from hf_ext.recipes._plotting import DISPLAY_NAMES
+
+    core = [module for module in modules.values() if _matching(module.name, CORE)]
+    own = {part for module in core for part in module.name.split(".")}  # a core model's own name ("rep3d")
+    methods = set(DISPLAY_NAMES) - own
+    named = {module.path: sorted(_string_constants(REPO / module.path) & methods) for module in core}
+    assert not any(named.values()), {path: names for path, names in named.items() if names}
+
+
 def _canonical(distribution: str) -> str:
     """PEP 503 normalised name: ``PyYAML`` -> ``pyyaml``, ``scikit_learn`` -> ``scikit-learn``."""
     return re.sub(r"[-_.]+", "-", distribution).lower()

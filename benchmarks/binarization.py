@@ -36,9 +36,9 @@ import torch
 from _harness import benchmark_parser, emit, save_json
 from transformers import TrainerCallback
 
-from hf_ext.companion.executors import local_executor, run_jobs
 from hf_ext.data import stdlib_corpus
 from hf_ext.evaluation import perplexity
+from hf_ext.executors import local_executor, run_jobs
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.quant import (
     LogitDistillationConfig,

@@ -51,7 +51,7 @@ from botorch.test_functions import Branin, Hartmann
 
 from hf_ext.companion.bo import BayesianOptimization, BayesianOptimizationConfig, regret_curves
 from hf_ext.companion.es import ESConfig, minimize
-from hf_ext.companion.executors import RayExecutor, local_executor, run_jobs
+from hf_ext.executors import RayExecutor, local_executor, run_jobs
 from hf_ext.recipes._plotting import plot_bands, plot_line_panels
 
 OBJECTIVES = {"branin": lambda: Branin(negate=True), "hartmann6": lambda: Hartmann(dim=6, negate=True)}

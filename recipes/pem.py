@@ -36,7 +36,7 @@ from hf_ext.companion.es import CocoConfig, run_coco
 from hf_ext.companion.es.coco import EXDATA
 from hf_ext.companion.es.compare import ecdf, run_misranking, slice_tests, win_rate_by_misranking, wins_losses
 from hf_ext.companion.es.tasks import TASKS, run_task
-from hf_ext.companion.executors import local_executor, run_jobs
+from hf_ext.executors import local_executor, run_jobs
 from hf_ext.recipes._jobs import on_main_process
 from hf_ext.recipes._plotting import plot_bands, plot_grouped_bars, plot_line_panels
 from hf_ext.recipes._results import write_results, write_rows

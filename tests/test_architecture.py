@@ -32,13 +32,14 @@ METHODS = (
 )
 # Packages that gather several methods: only their __init__ re-exports the methods' names, and no method imports them.
 UMBRELLAS = ("hf_ext.optim",)
-# What several methods share and imports none of them: the optimizers' numerics, the companion loops' executors.
-SHARED = ("hf_ext.optim.shared", "hf_ext.companion.executors")
+# What several optimizer methods share and imports none of them: their numerics.
+SHARED = ("hf_ext.optim.shared",)
 CORE = (
     "hf_ext.data",
     "hf_ext.models",
     "hf_ext.evaluation",
     "hf_ext.plotting",
+    "hf_ext.executors",
     "hf_ext.distributed",
     "hf_ext._*",
     "hf_ext.kernels",

@@ -27,8 +27,8 @@ from tqdm.auto import tqdm
 
 from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
+from hf_ext.executors import local_executor, run_jobs
 
-from ..executors import local_executor, run_jobs
 from .config import MAX_UNBIASED_REEVALUATIONS, ESConfig
 from .harness import METHODS, OURS, solve
 from .misranking import misranking_by_generation

@@ -49,8 +49,9 @@ import torch
 from _harness import benchmark_parser, emit, save_json
 from botorch.test_functions import Branin, Hartmann
 
-from hf_ext.companion.bo import BayesianOptimization, BayesianOptimizationConfig, regret_curves
+from hf_ext.companion.bo import BayesianOptimization, BayesianOptimizationConfig
 from hf_ext.companion.es import ESConfig, minimize
+from hf_ext.companion.evaluation.bo import regret_curves
 from hf_ext.executors import RayExecutor, local_executor, run_jobs
 from hf_ext.recipes._plotting import plot_bands, plot_line_panels
 

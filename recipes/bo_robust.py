@@ -52,10 +52,10 @@ from hf_ext.companion.bo import (
     BayesianOptimizationConfig,
     ClippedGPFactory,
     FrequencyLimitedAdversary,
-    regret_curves,
 )
 from hf_ext.companion.bo.adversary import PLACEMENTS
 from hf_ext.companion.bo.history import read_json_lines
+from hf_ext.companion.evaluation.bo import regret_curves
 from hf_ext.executors import local_executor, run_jobs
 from hf_ext.recipes._jobs import check_workers, on_main_process
 from hf_ext.recipes._plotting import plot_bands

@@ -61,11 +61,11 @@ from hf_ext.companion.combinatorial.cam import (
     local_search_mis,
     multistart_local_search,
     rb_graph,
-    redumis_mis,
     solve,
     train,
     training_signal_variance,
 )
+from hf_ext.companion.evaluation.combinatorial.cam import redumis_mis
 from hf_ext.recipes._jobs import (
     check_job_settings,
     check_workers,

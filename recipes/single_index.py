@@ -40,11 +40,11 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
+from hf_ext.companion.evaluation.single_index import fit_two_layer_network
 from hf_ext.companion.single_index import (
     LINKS,
     SingleIndexRegressor,
     direction_with_overlap,
-    fit_two_layer_network,
     gaussian_single_index,
     information_exponent,
     link_coefficients,

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("cocoex")
 
-from hf_ext.companion.es import coco  # noqa: E402
-from hf_ext.companion.es.coco import (  # noqa: E402
+from hf_ext.companion.evaluation.es import coco  # noqa: E402
+from hf_ext.companion.evaluation.es.coco import (  # noqa: E402
     INDEX,
     SETTINGS,
     CocoConfig,
@@ -22,7 +22,7 @@ from hf_ext.companion.es.coco import (  # noqa: E402
     run_coco,
     run_folder,
 )
-from hf_ext.companion.es.compare import TARGETS, ecdf  # noqa: E402
+from hf_ext.companion.evaluation.es.compare import TARGETS, ecdf  # noqa: E402
 
 
 def _config(tmp_path, **fields):
@@ -77,7 +77,7 @@ def test_a_listed_run_whose_folder_is_gone_is_redone(tmp_path):
 def test_a_rerun_with_another_seed_is_refused_in_a_new_process(tmp_path):
     run_coco(_config(tmp_path, functions=[101]))
     rerun = (
-        "from hf_ext.companion.es.coco import CocoConfig, run_coco; "
+        "from hf_ext.companion.evaluation.es.coco import CocoConfig, run_coco; "
         f"run_coco(CocoConfig(methods=['rb_pem'], functions=[101], instances=[1], dimension=2, "
         f"budget_multipliers=[20], seed=1, result_folder={str(tmp_path / 'coco')!r}, workers=1))"
     )

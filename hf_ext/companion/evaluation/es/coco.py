@@ -27,9 +27,9 @@ from tqdm.auto import tqdm
 
 from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
+from hf_ext.companion.es.config import MAX_UNBIASED_REEVALUATIONS, ESConfig
 from hf_ext.executors import local_executor, run_jobs
 
-from .config import MAX_UNBIASED_REEVALUATIONS, ESConfig
 from .harness import METHODS, OURS, solve
 from .misranking import misranking_by_generation
 
@@ -171,7 +171,7 @@ def noise_free_values(function: int, instance: int, points: np.ndarray) -> np.nd
 
     cocoex returns only the noisy value; pycma's port of the BBOB functions (``cma.bbobbenchmarks``) computes
     both, and its noise-free values are the ones COCO's observer logs (checked against the observer's files in
-    ``tests/companion/es/test_coco.py``). It draws its noise from numpy's global generator, restored here.
+    ``tests/companion/evaluation/es/test_coco.py``). It draws its noise from numpy's global generator, restored here.
     """
     from cma import bbobbenchmarks
 

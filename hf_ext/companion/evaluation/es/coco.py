@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
-from hf_ext.companion.es.config import MAX_UNBIASED_REEVALUATIONS, ESConfig
+from hf_ext.companion.es.config import MAX_UNBIASED_REEVALUATIONS, ESConfig, check_popsize, default_popsize
 from hf_ext.executors import local_executor, run_jobs
 
 from .harness import METHODS, OURS, solve
@@ -107,8 +107,7 @@ class CocoConfig:
                 f"{owner}: `budget_multipliers` must be a non-empty list of integers >= 1 (budget = k D evaluations), "
                 f"got {self.budget_multipliers}"
             )
-        if self.popsize is not None and (not isinstance(self.popsize, int) or self.popsize < 2):
-            raise ValueError(f"{owner}: `popsize` must be None (the default) or an integer >= 2, got {self.popsize!r}")
+        check_popsize(owner, self.popsize)
         cap = self.max_reevaluations
         if cap is not None and (not isinstance(cap, int) or cap < 0):
             raise ValueError(f"{owner}: `max_reevaluations` must be None (the default) or an integer >= 0, got {cap!r}")
@@ -182,11 +181,6 @@ def noise_free_values(function: int, instance: int, points: np.ndarray) -> np.nd
     finally:
         np.random.set_state(state)
     return np.asarray(true, dtype=float).reshape(-1)
-
-
-def default_popsize(dimension: int) -> int:
-    """CMA-ES's default population size ``4 + floor(3 ln D)``: the generation length misranking is measured on."""
-    return 4 + int(3 * np.log(dimension))
 
 
 def generation_length(popsize: int | None, dimension: int) -> int:

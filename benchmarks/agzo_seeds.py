@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 from _harness import benchmark_parser, emit, save_json
 
-from hf_ext.plotting import plot_seed_curves
 from hf_ext.recipes import recipe_script, shipped_config
+from hf_ext.recipes._plotting import plot_seed_curves
 
 VARIANTS = {
     "agzo": ["--methods", "agzo"],

@@ -36,11 +36,10 @@ import torch
 from _harness import benchmark_parser, emit, save_json
 from transformers import TrainerCallback
 
-from hf_ext.companion.executors import local_executor, run_jobs
 from hf_ext.data import stdlib_corpus
 from hf_ext.evaluation import perplexity
+from hf_ext.executors import local_executor, run_jobs
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
-from hf_ext.plotting import plot_seed_curves
 from hf_ext.quant import (
     LogitDistillationConfig,
     LogitDistillationTrainer,
@@ -49,6 +48,7 @@ from hf_ext.quant import (
     ramp_length,
     set_binarization_mix,
 )
+from hf_ext.recipes._plotting import plot_seed_curves
 
 TRAINED = ("progressive", "progressive_mean_abs", "step0_binary", "ramp_on_top")
 UNTRAINED = ("full_precision", "one_shot", "rank_one_init")

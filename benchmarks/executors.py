@@ -49,10 +49,11 @@ import torch
 from _harness import benchmark_parser, emit, save_json
 from botorch.test_functions import Branin, Hartmann
 
-from hf_ext.companion.bo import BayesianOptimization, BayesianOptimizationConfig, regret_curves
+from hf_ext.companion.bo import BayesianOptimization, BayesianOptimizationConfig
 from hf_ext.companion.es import ESConfig, minimize
-from hf_ext.companion.executors import RayExecutor, local_executor, run_jobs
-from hf_ext.plotting import plot_bands, plot_line_panels
+from hf_ext.companion.evaluation.bo import regret_curves
+from hf_ext.executors import RayExecutor, local_executor, run_jobs
+from hf_ext.recipes._plotting import plot_bands, plot_line_panels
 
 OBJECTIVES = {"branin": lambda: Branin(negate=True), "hartmann6": lambda: Hartmann(dim=6, negate=True)}
 BACKENDS = ("dask", "ray")

@@ -25,7 +25,7 @@ from transformers import ViTConfig, ViTForImageClassification
 from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.optim import GradientSmoothing, find_blocks
-from hf_ext.plotting import plot_seed_curves
+from hf_ext.recipes._plotting import plot_seed_curves
 
 LM_METHODS = ("adamw", "adamw+smoothing", "muon", "muon+smoothing")
 VIT_METHODS = ("adamw", "adamw+smoothing")

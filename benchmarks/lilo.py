@@ -17,8 +17,8 @@ from pathlib import Path
 
 from _harness import benchmark_parser, emit, save_json
 
-from hf_ext.plotting import plot_bands
 from hf_ext.recipes import shipped_config
+from hf_ext.recipes._plotting import plot_bands
 from hf_ext.recipes.lilo import main as run_recipe
 
 METHODS = ["lilo", "lilo_scalar", "preferential", "true_utility", "llm_only", "random"]

@@ -34,9 +34,10 @@ import cocoex
 import numpy as np
 from _harness import benchmark_parser, emit, save_json
 
-from hf_ext.companion.es import METHODS, ESConfig, LogWeights, SepCMAES, make_weight_scheme, read_index, run_key
-from hf_ext.companion.es.compare import FUNCTION_GROUPS, slice_tests, win_rate_by_misranking
-from hf_ext.plotting import plot_line_panels
+from hf_ext.companion.es import ESConfig, LogWeights, SepCMAES, make_weight_scheme
+from hf_ext.companion.evaluation.es import METHODS, read_index, run_key
+from hf_ext.companion.evaluation.es.compare import FUNCTION_GROUPS, slice_tests, win_rate_by_misranking
+from hf_ext.recipes._plotting import plot_line_panels
 from hf_ext.recipes.pem import main as run_recipe
 
 FUNCTIONS = range(101, 131)  # all of bbob-noisy

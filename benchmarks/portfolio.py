@@ -22,14 +22,13 @@ from _harness import benchmark_parser, emit, save_json
 from universal import tools
 from universal.algos import TCO1, TCO2
 
+from hf_ext.companion.evaluation.portfolio import TopKTCO, backtest
 from hf_ext.companion.portfolio import (
     DATASETS,
     TCO,
     SparseTCO,
     SparseTCOConfig,
     TCOConfig,
-    TopKTCO,
-    backtest,
     load_relatives,
     synthetic_relatives,
 )

@@ -16,7 +16,8 @@ import time
 
 from _harness import benchmark_parser, emit, save_json
 
-from hf_ext.companion.combinatorial.set_cover import COST_REGIMES, cost_regime_instance, greedy, ortools_model
+from hf_ext.companion.combinatorial.set_cover import COST_REGIMES, cost_regime_instance, greedy
+from hf_ext.companion.evaluation.combinatorial.set_cover import ortools_model
 
 
 def _seconds(fn, repeats: int) -> tuple[float, object]:

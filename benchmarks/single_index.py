@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from _harness import benchmark_parser, emit, save_json
 
-from hf_ext.plotting import plot_bands, plot_log_sweeps
+from hf_ext.recipes._plotting import plot_bands, plot_log_sweeps
 from hf_ext.recipes.single_index import main as run_recipe
 
 COMPARISON_LINKS = ("he1", "he2", "he3", "he4", "he2+he3")

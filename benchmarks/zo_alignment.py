@@ -31,7 +31,7 @@ from transformers import DataCollatorForSeq2Seq
 from hf_ext.data import arithmetic_dataset, docstring_classification
 from hf_ext.data.sft import tokenize_prompt_completion
 from hf_ext.models import load_minilm, load_smollm2
-from hf_ext.plotting import plot_grouped_bars
+from hf_ext.recipes._plotting import plot_grouped_bars
 from hf_ext.zo import AGZOConfig, MeZOConfig, zo_gradient_estimate
 
 BOOTSTRAP_SAMPLES = 2000

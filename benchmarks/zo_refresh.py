@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from hf_ext.data import docstring_classification
 from hf_ext.models import load_minilm
-from hf_ext.plotting import plot_grouped_bars
+from hf_ext.recipes._plotting import plot_grouped_bars
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOPerturbation, estimate_projected_gradients
 
 

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from hf_ext.companion.es import CocoConfig, ESConfig, SepCMAES, run_coco
+from hf_ext.companion.es import ESConfig, SepCMAES
+from hf_ext.companion.evaluation.es import CocoConfig, run_coco
 
 rng = np.random.default_rng(0)
 

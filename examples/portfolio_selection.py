@@ -5,16 +5,8 @@ weights), each proximal step computed by ADMM. It runs online against TCO2 (dens
 largest weights, paying 0.25% on every unit traded (exact self-financing accounting). About 15 s on a CPU.
 """
 
-from hf_ext.companion.portfolio import (
-    TCO,
-    SparseTCO,
-    SparseTCOConfig,
-    TCOConfig,
-    TopKTCO,
-    backtest,
-    load_relatives,
-    summarize,
-)
+from hf_ext.companion.evaluation.portfolio import TopKTCO, backtest, summarize
+from hf_ext.companion.portfolio import TCO, SparseTCO, SparseTCOConfig, TCOConfig, load_relatives
 
 relatives = load_relatives("djia")  # (periods, assets) price relatives, read without importing universal
 cost = 0.0025

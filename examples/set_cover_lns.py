@@ -8,13 +8,12 @@ from hf_ext.companion.combinatorial.set_cover import (
     beasley,
     greedy,
     load_denoiser,
-    primal_gap,
-    primal_integral,
     run_lns,
     save_denoiser,
     solve_mip,
     train_denoiser,
 )
+from hf_ext.companion.evaluation.combinatorial.set_cover import primal_gap, primal_integral
 
 instance = beasley(n_rows=400, n_columns=8000, density=0.0125, cost_range=(1, 100), seed=0)  # ~5 rows per column
 start = greedy(instance)  # cost per newly covered row (Chvatal's rule in numpy rounds), then redundancy removal

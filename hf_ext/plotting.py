@@ -7,7 +7,8 @@ The style, so that every plot reads the same way:
   axis label), so that labels never overlap; categorical ones are rotated;
 - a grid of panels is never wider than its panels (one panel is one panel wide), and a log y axis is set before
   the layout is computed, so that its tick labels and the axis label fit;
-- series are named through :data:`DISPLAY_NAMES` (``"mezo"`` is drawn as "MeZO", not "MEZO");
+- series are drawn under the names the caller passes (``names={"mezo": "MeZO"}``), else under their keys: the
+  methods' spellings belong to the code that runs them (the recipes'), not to this module;
 - wherever several seeds exist, the spread is drawn: a +-1 std band around a mean curve, or
   +-1 std error bars around a mean point (sample std, as the benchmarks report it).
 
@@ -26,37 +27,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
 
-# How method, optimizer and algorithm ids are written in legends and titles: the spelling of the papers.
-DISPLAY_NAMES = {
-    "agzo": "AGZO",
-    "mezo": "MeZO",
-    "sgd": "SGD",
-    "adamw": "AdamW",
-    "dpo": "DPO",
-    "simpo": "SimPO",
-    "gp_ucb": "GP-UCB",
-    "rcgp_ucb_stable": "RCGP-UCB (stable)",
-    "rcgp_ucb_adaptive": "RCGP-UCB (adaptive)",
-    "gp_ts": "GP-TS",
-    "rcgp_ts": "RCGP-TS",
-    "relevance_pursuit_ucb": "relevance pursuit + UCB",
-    "sgd_momentum": "SGD+momentum",
-    "sps": "SPS",
-    "ngn": "NGN",
-    "ngn_m": "NGN-M",
-    "rep3d": "Rep3D",
-    "fixed_prior": "fixed prior",
-    "no_mask": "no mask",
-    "small_kernel": "small kernel",
-}
 # At most this many intervals between numeric x ticks: labels of up to 9 characters then fit a 4-inch axis.
 MAX_NUMERIC_TICKS = 4
 DPI = 120
 
 
-def display_name(key: str) -> str:
-    """How ``key`` is written in a plot: its :data:`DISPLAY_NAMES` entry, or ``key`` itself if it has none."""
-    return DISPLAY_NAMES.get(key, key)
+def _shown(key: str, names: Mapping[str, str] | None) -> str:
+    """How ``key`` is written in a plot: the caller's ``names[key]``, or ``key`` itself if it has none."""
+    return key if names is None else names.get(key, key)
 
 
 def mean_and_std(runs: Sequence[Sequence[float]] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +115,12 @@ def _save(figure: Figure, path: str | Path) -> Figure:
 
 
 def plot_curves(
-    curves: Mapping[str, Sequence[tuple[int, float]]], path: str | Path, title: str, ylabel: str = "training loss"
+    curves: Mapping[str, Sequence[tuple[int, float]]],
+    path: str | Path,
+    title: str,
+    ylabel: str = "training loss",
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> Figure:
     """One line per named curve of (step, value) pairs on an integer step axis, saved as a PNG at ``path``."""
     figure, axes = _figure()
@@ -145,7 +128,7 @@ def plot_curves(
     for name, points in curves.items():
         if points:
             steps, values = zip(*points, strict=True)
-            ax.plot(steps, values, label=display_name(name), marker="." if len(points) < 30 else None)
+            ax.plot(steps, values, label=_shown(name, names), marker="." if len(points) < 30 else None)
     _integer_steps(ax)
     _label(ax, "step", ylabel)
     ax.set_title(title)
@@ -158,6 +141,8 @@ def plot_seed_curves(
     path: str | Path,
     title: str,
     ylabel: str = "training loss",
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> Figure:
     """Per named series, its runs (one curve of (step, value) pairs per seed, logged at the same steps) as a
     mean line with a +-1 std band on an integer step axis, saved as a PNG at ``path``."""
@@ -167,7 +152,7 @@ def plot_seed_curves(
         steps = [step for step, _ in runs[0]]
         if any([step for step, _ in run] != steps for run in runs):
             raise ValueError(f"plot_seed_curves: the runs of {name!r} must be logged at the same steps")
-        _mean_band(ax, steps, [[value for _, value in run] for run in runs], display_name(name))
+        _mean_band(ax, steps, [[value for _, value in run] for run in runs], _shown(name, names))
     _integer_steps(ax)
     _label(ax, "step", ylabel)
     ax.set_title(title)
@@ -176,7 +161,13 @@ def plot_seed_curves(
 
 
 def plot_grouped_bars(
-    groups: Mapping[str, Mapping[str, float]], path: str | Path, title: str, ylabel: str, log_scale: bool = False
+    groups: Mapping[str, Mapping[str, float]],
+    path: str | Path,
+    title: str,
+    ylabel: str,
+    log_scale: bool = False,
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> Figure:
     """Bars of ``groups[series][category]`` side by side per category, saved as a PNG at ``path``."""
     categories = list(dict.fromkeys(c for values in groups.values() for c in values))
@@ -185,7 +176,7 @@ def plot_grouped_bars(
     ax = axes[0, 0]
     for i, (series, values) in enumerate(groups.items()):
         positions = [j + i * width for j in range(len(categories))]
-        ax.bar(positions, [values.get(c, 0.0) for c in categories], width=width, label=display_name(series))
+        ax.bar(positions, [values.get(c, 0.0) for c in categories], width=width, label=_shown(series, names))
     ax.set_xticks([j + width * (len(groups) - 1) / 2 for j in range(len(categories))])
     ax.set_xticklabels(categories, rotation=30, ha="right", fontsize=8)
     if log_scale:
@@ -197,7 +188,13 @@ def plot_grouped_bars(
 
 
 def plot_histograms(
-    samples: Mapping[str, Sequence[float]], path: str | Path, title: str, xlabel: str, bins: int = 80
+    samples: Mapping[str, Sequence[float]],
+    path: str | Path,
+    title: str,
+    xlabel: str,
+    bins: int = 80,
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> Figure:
     """Overlaid histograms of named samples on shared bins, log-scaled counts so that tails show."""
     values = [v for sample in samples.values() for v in sample]
@@ -205,7 +202,7 @@ def plot_histograms(
     figure, axes = _figure()
     ax = axes[0, 0]
     for name, sample in samples.items():
-        ax.hist(sample, bins=edges, histtype="step", linewidth=1.5, label=display_name(name))
+        ax.hist(sample, bins=edges, histtype="step", linewidth=1.5, label=_shown(name, names))
     ax.set_yscale("log")
     _plain_numeric_ticks(ax)
     _label(ax, xlabel, "count")
@@ -251,13 +248,15 @@ def plot_bands(
     ylabel: str,
     ncols: int = 3,
     log_y: bool = False,
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> Figure:
     """A grid of panels; in each, every series' runs (one list per seed, indexed by round from 1) as a mean
     line with a +-1 std band; on a log y axis with ``log_y`` (wealth, which compounds)."""
     figure, axes = _panel_grid(len(panels), ncols)
     for ax, (panel, series) in zip(axes, panels.items(), strict=True):
         for name, runs in series.items():
-            _mean_band(ax, np.arange(1, len(runs[0]) + 1), runs, display_name(name))
+            _mean_band(ax, np.arange(1, len(runs[0]) + 1), runs, _shown(name, names))
         _integer_steps(ax)
         if log_y:
             _log_y(ax)
@@ -274,13 +273,15 @@ def plot_line_panels(
     xlabel: str,
     ylabel: str,
     ncols: int = 2,
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> Figure:
     """A grid of panels; in each, one line with point markers per series of (x, y) pairs (NaN y not drawn)."""
     figure, axes = _panel_grid(len(panels), ncols)
     for ax, (panel, series) in zip(axes, panels.items(), strict=True):
         for name, points in series.items():
             x, y = zip(*points, strict=True) if points else ((), ())
-            ax.plot(x, y, marker="o", label=display_name(name))
+            ax.plot(x, y, marker="o", label=_shown(name, names))
         _label(ax, xlabel, ylabel, panel)
     axes[0].legend(fontsize=7)
     figure.suptitle(title)
@@ -295,6 +296,8 @@ def plot_log_sweeps(
     xlabel: str,
     ylabels: Mapping[str, str],
     ncols: int = 2,
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> Figure:
     """A grid of panels on log-log axes; in each, every series' runs (one list of values over ``x`` per seed)
     as a mean line with a +-1 std band. A point where any seed is NaN or infinite (diverged) is not drawn."""
@@ -304,7 +307,7 @@ def plot_log_sweeps(
             with np.errstate(invalid="ignore"):  # inf - inf in the std of a diverged point
                 mean, std = mean_and_std(runs)
             mean[~np.isfinite(mean)] = np.nan
-            ax.plot(x, mean, marker=".", label=display_name(name))
+            ax.plot(x, mean, marker=".", label=_shown(name, names))
             ax.fill_between(x, np.clip(mean - std, mean / 10, None), mean + std, alpha=0.15)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -316,7 +319,14 @@ def plot_log_sweeps(
     return _save(figure, path)
 
 
-def plot_label_slices(image: np.ndarray, label_maps: Mapping[str, np.ndarray], path: str | Path, title: str) -> Figure:
+def plot_label_slices(
+    image: np.ndarray,
+    label_maps: Mapping[str, np.ndarray],
+    path: str | Path,
+    title: str,
+    *,
+    names: Mapping[str, str] | None = None,
+) -> Figure:
     """A 2D ``image`` slice (grey) next to label maps of the same slice (truth, predictions), one panel each,
     one colour per class (up to 10 classes, the same colours in every panel)."""
     figure, axes = _figure(1, 1 + len(label_maps), panel_size=(3, 3.2))
@@ -324,7 +334,7 @@ def plot_label_slices(image: np.ndarray, label_maps: Mapping[str, np.ndarray], p
     axes[0, 0].set_title("image", fontsize=9)
     for ax, (name, labels) in zip(axes[0, 1:], label_maps.items(), strict=True):
         ax.imshow(np.asarray(labels), cmap="tab10", vmin=0, vmax=9, interpolation="nearest")
-        ax.set_title(display_name(name), fontsize=9)
+        ax.set_title(_shown(name, names), fontsize=9)
     for ax in axes.flat:
         ax.set_xticks([])
         ax.set_yticks([])

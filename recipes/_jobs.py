@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from hf_ext._files import read_json
 from hf_ext._settings import check_and_store_settings
-from hf_ext.companion.executors import local_executor, run_jobs
+from hf_ext.executors import local_executor, run_jobs
 
 JOBS = "jobs"
 SETTINGS = "settings.json"
@@ -106,7 +106,7 @@ def run_all(
     """``fn(*job)`` for every job, in job order, under one progress bar: on ``executor`` when given, else in this
     process (``workers=1``) or on ``workers`` local processes of ``threads`` torch threads each.
 
-    The one way a recipe fans its jobs out (:func:`hf_ext.companion.executors.run_jobs`): a job whose worker dies
+    The one way a recipe fans its jobs out (:func:`hf_ext.executors.run_jobs`): a job whose worker dies
     is run again, and the first job that raises stops the rest and raises. Under ``accelerate launch`` only the
     main process calls it (the others wait), so the number of processes launched does not change the jobs run.
     """

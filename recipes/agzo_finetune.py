@@ -30,8 +30,9 @@ from hf_ext._settings import SettingsError
 from hf_ext._validation import check_finite_fields
 from hf_ext.data import docstring_classification
 from hf_ext.models import load_minilm
-from hf_ext.plotting import display_name, loss_curve, plot_seed_curves
+from hf_ext.plotting import loss_curve
 from hf_ext.recipes._jobs import check_workers, run_all
+from hf_ext.recipes._plotting import display_name, plot_seed_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import given_settings, one_string, run_config, set_per_run, settings_parser

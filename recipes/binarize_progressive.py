@@ -26,7 +26,7 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.data import stdlib_corpus
 from hf_ext.evaluation import perplexity
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
-from hf_ext.plotting import loss_curve, plot_curves
+from hf_ext.plotting import loss_curve
 from hf_ext.quant import (
     LogitDistillationConfig,
     LogitDistillationTrainer,
@@ -39,6 +39,7 @@ from hf_ext.quant import (
 )
 from hf_ext.quant.binary_linear import INITS
 from hf_ext.quant.schedule import SCHEDULES
+from hf_ext.recipes._plotting import plot_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import settings_parser

@@ -52,13 +52,13 @@ from hf_ext.companion.bo import (
     BayesianOptimizationConfig,
     ClippedGPFactory,
     FrequencyLimitedAdversary,
-    regret_curves,
 )
 from hf_ext.companion.bo.adversary import PLACEMENTS
 from hf_ext.companion.bo.history import read_json_lines
-from hf_ext.companion.executors import local_executor, run_jobs
-from hf_ext.plotting import plot_bands
+from hf_ext.companion.evaluation.bo import regret_curves
+from hf_ext.executors import local_executor, run_jobs
 from hf_ext.recipes._jobs import check_workers, on_main_process
+from hf_ext.recipes._plotting import plot_bands
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings

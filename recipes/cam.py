@@ -61,12 +61,11 @@ from hf_ext.companion.combinatorial.cam import (
     local_search_mis,
     multistart_local_search,
     rb_graph,
-    redumis_mis,
     solve,
     train,
     training_signal_variance,
 )
-from hf_ext.plotting import plot_curves, plot_grouped_bars
+from hf_ext.companion.evaluation.combinatorial.cam import redumis_mis
 from hf_ext.recipes._jobs import (
     check_job_settings,
     check_workers,
@@ -75,6 +74,7 @@ from hf_ext.recipes._jobs import (
     stored_or_run,
     workers_field,
 )
+from hf_ext.recipes._plotting import plot_curves, plot_grouped_bars
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings

@@ -23,7 +23,8 @@ import hf_ext.alignment as alignment
 from hf_ext._validation import check_finite_fields
 from hf_ext.data import preference_dataset
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
-from hf_ext.plotting import display_name, loss_curve, plot_curves
+from hf_ext.plotting import loss_curve
+from hf_ext.recipes._plotting import display_name, plot_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, settings_parser

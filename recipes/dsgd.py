@@ -41,7 +41,8 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.optim import TOPOLOGIES, DecentralizedMetricsCallback, DecentralizedSGD, DecentralizedTrainer, Topology
-from hf_ext.plotting import DPI, plot_seed_curves
+from hf_ext.plotting import DPI
+from hf_ext.recipes._plotting import plot_seed_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser

@@ -29,7 +29,8 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.data import arithmetic_dataset, arithmetic_reward, final_number_format_reward
 from hf_ext.evaluation import arithmetic_accuracy
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
-from hf_ext.plotting import loss_curve, plot_curves
+from hf_ext.plotting import loss_curve
+from hf_ext.recipes._plotting import plot_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser

@@ -38,8 +38,8 @@ from hf_ext.companion.bo.lilo import (
     TransformersBackend,
     make_environment,
 )
-from hf_ext.plotting import plot_bands
 from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
+from hf_ext.recipes._plotting import plot_bands
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings

@@ -32,13 +32,19 @@ from pathlib import Path
 import numpy as np
 from trl import TrlParser
 
-from hf_ext.companion.es import CocoConfig, run_coco
-from hf_ext.companion.es.coco import EXDATA
-from hf_ext.companion.es.compare import ecdf, run_misranking, slice_tests, win_rate_by_misranking, wins_losses
-from hf_ext.companion.es.tasks import TASKS, run_task
-from hf_ext.companion.executors import local_executor, run_jobs
-from hf_ext.plotting import plot_bands, plot_grouped_bars, plot_line_panels
+from hf_ext.companion.evaluation.es import CocoConfig, run_coco
+from hf_ext.companion.evaluation.es.coco import EXDATA
+from hf_ext.companion.evaluation.es.compare import (
+    ecdf,
+    run_misranking,
+    slice_tests,
+    win_rate_by_misranking,
+    wins_losses,
+)
+from hf_ext.companion.evaluation.es.tasks import TASKS, run_task
+from hf_ext.executors import local_executor, run_jobs
 from hf_ext.recipes._jobs import on_main_process
+from hf_ext.recipes._plotting import plot_bands, plot_grouped_bars, plot_line_panels
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings

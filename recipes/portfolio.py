@@ -28,22 +28,17 @@ import numpy as np
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
-from hf_ext.companion.portfolio import (
-    DATASETS,
-    TCO,
+from hf_ext.companion.evaluation.portfolio import (
     BuyAndHold,
     ConstantRebalanced,
-    SparseTCO,
-    SparseTCOConfig,
-    TCOConfig,
     TopKTCO,
     backtest,
     best_constant_rebalanced,
-    load_relatives,
     summarize,
 )
-from hf_ext.plotting import plot_bands
+from hf_ext.companion.portfolio import DATASETS, TCO, SparseTCO, SparseTCOConfig, TCOConfig, load_relatives
 from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
+from hf_ext.recipes._plotting import plot_bands
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 

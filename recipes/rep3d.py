@@ -37,7 +37,7 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.data import volume_segmentation
 from hf_ext.data.volumes import class_names
 from hf_ext.models.rep3d import DiceMetrics, Rep3DConfig, Rep3DForSegmentation, argmax_logits
-from hf_ext.plotting import plot_bands, plot_label_slices
+from hf_ext.recipes._plotting import plot_bands, plot_label_slices
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, settings_parser

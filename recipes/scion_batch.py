@@ -46,7 +46,8 @@ from hf_ext.optim import (
     critical_batch_size,
     measure_constants,
 )
-from hf_ext.plotting import plot_labelled_points, plot_seed_curves
+from hf_ext.plotting import plot_labelled_points
+from hf_ext.recipes._plotting import plot_seed_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser

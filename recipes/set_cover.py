@@ -40,13 +40,17 @@ from hf_ext.companion.combinatorial.set_cover import (
     LNSConfig,
     cost_regime_instance,
     load_denoiser,
+)
+from hf_ext.companion.evaluation.combinatorial.set_cover import (
+    LNS_METHODS,
+    METHODS,
     primal_gap,
     primal_integral,
+    run_method,
     time_to_target,
 )
-from hf_ext.companion.combinatorial.set_cover.harness import LNS_METHODS, METHODS, run_method
-from hf_ext.plotting import plot_log_sweeps
 from hf_ext.recipes._jobs import check_job_settings, on_main_process, stored_or_run
+from hf_ext.recipes._plotting import plot_log_sweeps
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings

@@ -17,8 +17,8 @@ from pathlib import Path
 from trl import TrlParser
 
 from hf_ext.companion.combinatorial.set_cover import DenoiserTrainingConfig, save_denoiser, train_denoiser
-from hf_ext.plotting import plot_curves
 from hf_ext.recipes._jobs import on_main_process
+from hf_ext.recipes._plotting import plot_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import run_config, settings_parser
 

@@ -20,7 +20,8 @@ from hf_ext.data.arithmetic import MAX_DIFFICULTY
 from hf_ext.data.sft import tokenize_prompt_completion
 from hf_ext.evaluation import arithmetic_accuracy
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
-from hf_ext.plotting import loss_curve, plot_curves
+from hf_ext.plotting import loss_curve
+from hf_ext.recipes._plotting import plot_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import settings_parser

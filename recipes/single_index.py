@@ -40,17 +40,17 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
+from hf_ext.companion.evaluation.single_index import fit_two_layer_network
 from hf_ext.companion.single_index import (
     LINKS,
     SingleIndexRegressor,
     direction_with_overlap,
-    fit_two_layer_network,
     gaussian_single_index,
     information_exponent,
     link_coefficients,
 )
-from hf_ext.plotting import plot_bands, plot_log_sweeps
 from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
+from hf_ext.recipes._plotting import plot_bands, plot_log_sweeps
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import settings_parser
 

@@ -44,8 +44,8 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.optim import NGN, SPS, near_best_width, ratio_at_multiple
-from hf_ext.plotting import plot_log_sweeps
 from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
+from hf_ext.recipes._plotting import plot_log_sweeps
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._settings import settings_parser
 

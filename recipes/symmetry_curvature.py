@@ -55,7 +55,8 @@ from hf_ext.optim.symmetry_curvature import (
     psd_sqrt,
     second_moment_estimates,
 )
-from hf_ext.plotting import plot_grouped_bars, plot_labelled_points
+from hf_ext.plotting import plot_labelled_points
+from hf_ext.recipes._plotting import plot_grouped_bars
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser

@@ -21,7 +21,11 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = {"hf_ext": "hf_ext", "recipes": "hf_ext.recipes"}
 SCRIPT_FOLDERS = ("benchmarks", "tests")
 
+# How each companion method is judged (harnesses, outside baselines, suite runners, statistics), apart from it:
+# hf_ext.companion.evaluation.<the method's path>, e.g. hf_ext.companion.evaluation.es for hf_ext.companion.es.
+EVALUATION = "hf_ext.companion.evaluation"
 METHODS = (
+    f"{EVALUATION}.*",  # each method's evaluation is a unit of that method (see _unit)
     "hf_ext.zo",
     "hf_ext.rl",
     "hf_ext.alignment",
@@ -32,13 +36,14 @@ METHODS = (
 )
 # Packages that gather several methods: only their __init__ re-exports the methods' names, and no method imports them.
 UMBRELLAS = ("hf_ext.optim",)
-# What several methods share and imports none of them: the optimizers' numerics, the companion loops' executors.
-SHARED = ("hf_ext.optim.shared", "hf_ext.companion.executors")
+# What several optimizer methods share and imports none of them: their numerics.
+SHARED = ("hf_ext.optim.shared",)
 CORE = (
     "hf_ext.data",
     "hf_ext.models",
     "hf_ext.evaluation",
     "hf_ext.plotting",
+    "hf_ext.executors",
     "hf_ext.distributed",
     "hf_ext._*",
     "hf_ext.kernels",
@@ -51,7 +56,7 @@ class Rule:
 
     ``across_units``: only imports from one unit into another count, a unit being what the importer
     pattern names (one method package, one recipe). ``at_load``: only imports that run when the
-    module loads count, followed through hf_ext's own modules.
+    module loads count, followed through hf_ext's own modules. ``exempt``: importers left out.
     """
 
     name: str
@@ -60,6 +65,7 @@ class Rule:
     allowed: tuple[str, ...] = ()
     across_units: bool = False
     at_load: bool = False
+    exempt: tuple[str, ...] = ()  # importers the rule does not cover
 
 
 RULES = (
@@ -69,6 +75,12 @@ RULES = (
         (*METHODS, *UMBRELLAS),
         allowed=SHARED,
         across_units=True,
+    ),
+    Rule(
+        "no method, core module or CLI imports evaluation code (recipes, benchmarks and tests do)",
+        importers=("hf_ext",),
+        forbidden=(EVALUATION,),
+        exempt=(EVALUATION, "hf_ext.recipes"),
     ),
     Rule("shared optimizer numerics import no optimizer method", SHARED, (*METHODS, *UMBRELLAS), allowed=SHARED),
     Rule("core imports no method package, recipe or CLI", CORE, (*METHODS, *UMBRELLAS, "hf_ext.recipes", "hf_ext.cli")),
@@ -102,7 +114,9 @@ def _matching(module: str, patterns: tuple[str, ...]) -> str | None:
 
 
 def _unit(module: str, pattern: str) -> str:
-    return ".".join(module.split(".")[: pattern.count(".") + 1])
+    """The unit of ``module`` that ``pattern`` names; a method's evaluation is a unit of the method it judges."""
+    unit = ".".join(module.split(".")[: pattern.count(".") + 1])
+    return unit.replace(f"{EVALUATION}.", "hf_ext.companion.", 1)
 
 
 @dataclass(frozen=True)
@@ -213,7 +227,7 @@ def violations(rule: Rule, modules: dict[str, Module]) -> list[str]:
     messages = []
     for module in modules.values():
         importer = _matching(module.name, rule.importers)
-        if importer is None:
+        if importer is None or _matching(module.name, rule.exempt):
             continue
         if rule.at_load:
             reached = _loaded_by(module, modules)
@@ -243,13 +257,17 @@ def test_the_code_follows_the_rule(modules, rule):
 
 
 def test_the_layers_name_real_packages(modules):
-    for pattern in (*METHODS, *CORE):
+    for pattern in (*METHODS, *CORE, EVALUATION):
         assert any(_matching(name, (pattern,)) for name in modules), f"no module matches {pattern!r}"
 
 
 # One small fake source tree per rule, each with exactly one import that breaks it.
 BREAKING = {
     "a method package imports no other method package": {"hf_ext/zo/fake.py": "from ..rl import presets\n"},
+    "no method, core module or CLI imports evaluation code (recipes, benchmarks and tests do)": {
+        "hf_ext/companion/es/fake.py": "from hf_ext.companion.evaluation.es import solve\n",
+        "hf_ext/companion/evaluation/es/__init__.py": "",
+    },
     "shared optimizer numerics import no optimizer method": {
         "hf_ext/optim/shared/fake.py": "from ..scion import Scion\n",
         "hf_ext/optim/scion/__init__.py": "",
@@ -273,6 +291,11 @@ ALLOWED = {
     "a method package imports no other method package": {
         "hf_ext/zo/fake.py": "from . import config\nfrom hf_ext.data import x\nfrom hf_ext.kernels import y\n",
         "hf_ext/zo/config.py": "",
+    },
+    "no method, core module or CLI imports evaluation code (recipes, benchmarks and tests do)": {
+        "hf_ext/companion/evaluation/es/coco.py": "from .harness import solve\nfrom hf_ext.companion.es import X\n",
+        "hf_ext/companion/evaluation/es/harness.py": "",
+        "recipes/fake.py": "from hf_ext.companion.evaluation.es import run_coco\n",
     },
     "shared optimizer numerics import no optimizer method": {
         "hf_ext/optim/shared/fake.py": "from .newton_schulz import newton_schulz\nfrom hf_ext._validation import x\n",
@@ -329,6 +352,52 @@ def test_each_optimizer_method_is_its_own_unit():
         {"hf_ext/optim/scion/fake.py": "from ..shared import newton_schulz\n", "hf_ext/optim/shared/__init__.py": ""}
     )
     assert violations(rule, allowed) == []
+
+
+def test_a_methods_evaluation_imports_that_method_and_no_other():
+    """The evaluation of the ES may import the ES, the core and itself; importing BO breaks the rule of methods."""
+    rule = RULES[0]
+    files = {
+        "hf_ext/companion/evaluation/es/coco.py": (
+            "from hf_ext.companion.es import ESConfig\nfrom hf_ext.executors import run_jobs\n"
+            "from .harness import solve\nfrom hf_ext.companion.bo import BayesianOptimization\n"
+        ),
+        "hf_ext/companion/evaluation/es/harness.py": "",
+        "hf_ext/companion/es/__init__.py": "",
+        "hf_ext/companion/bo/__init__.py": "",
+    }
+    (message,) = violations(rule, _fake_modules(files))
+    assert "from hf_ext.companion.bo import BayesianOptimization" in message
+
+
+def _string_constants(path: Path) -> set[str]:
+    """The string literals of a module's code, docstrings left out (they may name what uses the module)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    }
+
+
+def test_the_core_names_no_method(modules):
+    """A method's name in the core (a registry of how to spell it) ties the core to every method: the methods'
+    names live with the code that runs them (hf_ext.recipes._plotting spells them for the plots)."""
+    from hf_ext.recipes._plotting import DISPLAY_NAMES
+
+    core = [module for module in modules.values() if _matching(module.name, CORE)]
+    own = {part for module in core for part in module.name.split(".")}  # a core model's own name ("rep3d")
+    methods = set(DISPLAY_NAMES) - own
+    named = {module.path: sorted(_string_constants(REPO / module.path) & methods) for module in core}
+    assert not any(named.values()), {path: names for path, names in named.items() if names}
 
 
 def _canonical(distribution: str) -> str:

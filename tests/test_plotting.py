@@ -7,15 +7,10 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.container import ErrorbarContainer
 
+from hf_ext import plotting
 from hf_ext.plasticity import plot_sweep
-from hf_ext.plotting import (
-    display_name,
-    plot_bands,
-    plot_curves,
-    plot_line_panels,
-    plot_log_sweeps,
-    plot_seed_curves,
-)
+from hf_ext.plotting import plot_bands, plot_curves, plot_line_panels, plot_log_sweeps, plot_seed_curves
+from hf_ext.recipes import _plotting
 from hf_ext.recipes.agzo_finetune import plot_losses
 
 
@@ -60,11 +55,22 @@ def test_agzo_loss_plot_names_the_methods_as_the_papers_do_on_an_integer_step_ax
     assert (tmp_path / "loss.png").stat().st_size > 1000
 
 
-def test_curves_use_display_names_and_keep_unknown_names_verbatim(tmp_path):
+def test_curves_use_the_names_the_caller_passes_and_keep_unknown_names_verbatim(tmp_path):
     points = [(5, 0.1), (10, 0.2)]
-    figure = plot_curves({"sgd": points, "adamw": points, "KL(teacher || student)": points}, tmp_path / "c.png", "t")
+    curves = {"sgd": points, "adamw": points, "KL(teacher || student)": points}
+    figure = plot_curves(curves, tmp_path / "c.png", "t", names={"sgd": "SGD", "adamw": "AdamW"})
     assert _legend(figure.axes[0]) == ["SGD", "AdamW", "KL(teacher || student)"]
-    assert display_name("simpo") == "SimPO" and display_name("vanilla") == "vanilla"
+    assert _legend(plot_curves(curves, tmp_path / "c.png", "t").axes[0]) == list(curves)  # the core names no method
+
+
+def test_the_recipes_plots_spell_the_methods_as_the_papers_do(tmp_path):
+    points = [(5, 0.1), (10, 0.2)]
+    figure = _plotting.plot_curves({"sgd": points, "KL(teacher || student)": points}, tmp_path / "c.png", "t")
+    assert _legend(figure.axes[0]) == ["SGD", "KL(teacher || student)"]
+    assert _plotting.display_name("simpo") == "SimPO" and _plotting.display_name("vanilla") == "vanilla"
+    for name in ("plot_bands", "plot_curves", "plot_grouped_bars", "plot_histograms", "plot_label_slices"):
+        assert getattr(_plotting, name).func is getattr(plotting, name)  # the core's plot, the recipes' names
+    assert not hasattr(plotting, "DISPLAY_NAMES")
 
 
 def test_quick_mode_sweep_plot_has_readable_x_labels(tmp_path):
@@ -102,7 +108,7 @@ def test_single_seed_sweep_plot_draws_no_error_bars(tmp_path):
 
 def test_bands_over_seeds_on_an_integer_round_axis(tmp_path):
     runs = [[1.0, 2.0, 2.5], [1.2, 2.2, 3.5]]
-    figure = plot_bands({"branin": {"gp_ucb": runs}}, tmp_path / "b.png", "t", "round", "regret", ncols=1)
+    figure = _plotting.plot_bands({"branin": {"gp_ucb": runs}}, tmp_path / "b.png", "t", "round", "regret", ncols=1)
     ax = figure.axes[0]
     assert any(isinstance(c, PolyCollection) for c in ax.collections)
     assert _integer_ticks(ax), ax.get_xticks()
@@ -117,7 +123,7 @@ def test_seed_curves_draw_the_spread_and_refuse_runs_logged_at_different_steps(t
     extents = band.get_paths()[0].get_extents()
     spread = np.std([5.0, 5.4], ddof=1), np.std([4.0, 4.6], ddof=1)  # sample std, as the benchmarks report
     assert (extents.y0, extents.y1) == pytest.approx((4.3 - spread[1], 5.2 + spread[0]))
-    assert _integer_ticks(ax) and _legend(ax) == ["AdamW"]
+    assert _integer_ticks(ax) and _legend(ax) == ["adamw"]  # the key: the caller passes no names
     with pytest.raises(ValueError, match="the runs of 'adamw' must be logged at the same steps"):
         plot_seed_curves({"adamw": [runs[0], [(10, 5.0), (30, 4.0)]]}, tmp_path / "s.png", "t")
 

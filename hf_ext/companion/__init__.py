@@ -2,6 +2,8 @@
 portfolio selection and single-index models.
 
 Nothing here imports transformers: ``bo`` needs the ``[bo]`` extra (BoTorch); ``es`` (evolution strategies) needs
-only numpy, and the ``[es]`` extra for COCO and the pycma baselines; ``combinatorial`` the ``[combinatorial]`` extra
-(HiGHS); ``portfolio`` the ``[portfolio]`` extra; ``single_index`` the ``[sklearn]`` extra.
+only numpy; ``combinatorial`` the ``[combinatorial]`` extra (HiGHS); ``portfolio`` the ``[portfolio]`` extra;
+``single_index`` the ``[sklearn]`` extra. How each method is judged (benchmark harnesses, outside baselines, the
+COCO runner, regret, statistics) is in ``evaluation``, which no method imports; the ``[es]`` extra serves its COCO
+runner and pycma baselines.
 """

@@ -21,7 +21,7 @@ from botorch.test_functions import Branin
 
 from hf_ext.companion.bo import BayesianOptimization, BayesianOptimizationConfig
 from hf_ext.companion.es import ESConfig, minimize
-from hf_ext.companion.executors import (
+from hf_ext.executors import (
     Dispatcher,
     InProcessExecutor,
     Lost,
@@ -288,7 +288,7 @@ def test_an_asynchronous_run_killed_with_its_workers_resumes_from_its_history(tm
         "import sys, time\n"
         "from botorch.test_functions import Branin\n"
         "from hf_ext.companion.bo import BayesianOptimization, BayesianOptimizationConfig\n"
-        "from hf_ext.companion.executors import RestartingProcessPool\n"
+        "from hf_ext.executors import RestartingProcessPool\n"
         "branin = Branin(negate=True)\n"
         "def slow(x):\n"
         "    time.sleep(0.2)\n"

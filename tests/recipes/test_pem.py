@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from hf_ext import cli
-from hf_ext.companion.es.coco import SEEDING
+from hf_ext.companion.evaluation.es.coco import SEEDING
 from hf_ext.recipes import shipped_config
 from hf_ext.recipes.pem import PemArguments, main, parse_args
 

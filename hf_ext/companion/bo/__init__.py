@@ -1,6 +1,7 @@
 """Bayesian optimization on BoTorch with pluggable model and acquisition factories; robust BO (RCGP, RCGP-UCB).
 
-Needs the ``[bo]`` extra (``pip install hf-ext[bo]``).
+Needs the ``[bo]`` extra (``pip install hf-ext[bo]``). The regret a run is judged by is in
+:mod:`hf_ext.companion.evaluation.bo`.
 """
 
 from .adversary import FrequencyLimitedAdversary, NoCorruption
@@ -19,7 +20,6 @@ from .factories import (
 from .history import Evaluation
 from .loop import RCGPUCB, BayesianOptimization
 from .rcgp import RobustConjugateGP, adaptive_threshold
-from .regret import regret_curves
 
 __all__ = [
     "BayesianOptimization",
@@ -37,7 +37,6 @@ __all__ = [
     "ThompsonSamplingFactory",
     "UCBFactory",
     "adaptive_threshold",
-    "regret_curves",
     "robust_standardize",
     "ucb_beta",
 ]

@@ -4,7 +4,7 @@ GP-UCB, RCGP-UCB (stable and adaptive), GP-TS and RCGP-TS are its ready-made set
 (:mod:`hf_ext.companion.bo.factories`); any ``(X, Y) -> Model`` and ``(model, t) ->
 AcquisitionFunction`` plug in the same way.
 
-Evaluations run on an ``executor`` (:mod:`hf_ext.companion.executors`; default: this process). With
+Evaluations run on an ``executor`` (:mod:`hf_ext.executors`; default: this process). With
 ``config.q > 1`` each round proposes q points jointly and evaluates them together; with ``config.asynchronous``
 q evaluations run at all times and each new point is proposed, as soon as one finishes, with the others as
 ``X_pending``. Proposals are numbered (``query``) as they are made; the Sobol design is the first
@@ -48,8 +48,8 @@ from torch.quasirandom import SobolEngine
 from hf_ext._files import read_json
 from hf_ext._random import derived_seed, seeded_global_rng
 from hf_ext._settings import check_and_store_settings
+from hf_ext.executors import Dispatcher, Lost, Raised, check_executor
 
-from ..executors import Dispatcher, Lost, Raised, check_executor
 from .adversary import NoCorruption
 from .config import BayesianOptimizationConfig
 from .descriptions import describe

@@ -3,11 +3,27 @@
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from hf_ext._validation import check_finite_fields
 
 WEIGHTS = ("log", "rb_pem", "unbiased_pem", "probe_switch")
 MAX_UNBIASED_REEVALUATIONS = 12  # unbiased_pem averages 2^max_reevaluations rankings
 RESTARTS = ("ipop", "none")
+
+
+def default_popsize(dimension: int) -> int:
+    """CMA-ES's default population size for ``dimension`` variables, ``4 + floor(3 ln n)`` (Hansen's tutorial)."""
+    return 4 + int(3 * np.log(dimension))
+
+
+def check_popsize(owner: str, popsize: int | None, optional: bool = True) -> None:
+    """Refuse a population size that is not an integer >= 2 (or None, :func:`default_popsize`, when ``optional``),
+    naming ``owner``."""
+    if (popsize is None and optional) or (_is_int(popsize) and popsize >= 2):
+        return
+    default = " or None (CMA-ES's default)" if optional else ""
+    raise ValueError(f"{owner}: `popsize` must be an integer >= 2{default}, got {popsize!r}")
 
 
 @dataclass
@@ -71,8 +87,8 @@ class ESConfig:
             raise ValueError(f"{owner}: `lower` must be < `upper`, got {self.lower} and {self.upper}")
         if not 0 <= self.switch_threshold <= 1:
             raise ValueError(f"{owner}: `switch_threshold` must be in [0, 1], got {self.switch_threshold}")
+        check_popsize(owner, self.popsize)
         for name, least in (
-            ("popsize", 2),
             ("resamples", 1),
             ("replicates", 1),
             ("band", 0),
@@ -84,7 +100,7 @@ class ESConfig:
             ("seed", None),
         ):
             value = getattr(self, name)
-            if name in ("popsize", "max_evaluations") and value is None:
+            if name == "max_evaluations" and value is None:
                 continue
             if not _is_int(value) or (least is not None and value < least):
                 allowed = "an integer" + (f" >= {least}" if least is not None else "")

@@ -1,6 +1,6 @@
 """``minimize``: sep-CMA-ES runs with IPOP or no restarts on a (noisy) function, under an evaluation budget.
 
-Each population is evaluated through an ``executor`` (:mod:`hf_ext.companion.executors`; default: this process,
+Each population is evaluated through an ``executor`` (:mod:`hf_ext.executors`; default: this process,
 one candidate after another), all of its candidates at once, and told in the order asked, so the run is the
 same on every executor for a deterministic function.
 """
@@ -13,7 +13,8 @@ from concurrent.futures import Executor
 
 import numpy as np
 
-from ..executors import Dispatcher, Lost, Raised
+from hf_ext.executors import Dispatcher, Lost, Raised
+
 from .config import ESConfig
 from .result import MinimizeResult
 from .sep_cma import SepCMAES

@@ -12,7 +12,7 @@ import numpy as np
 
 from hf_ext._validation import check_finite
 
-from .config import ESConfig
+from .config import ESConfig, default_popsize
 from .result import ESResult
 from .weights import LogWeights, ProbeAndSwitch, ResidualBootstrapPEM, UnbiasedPEM, WeightScheme, log_weights
 
@@ -62,7 +62,7 @@ class SepCMAES:
         check_finite("SepCMAES", "x0", x0.tolist())
         self.mean = np.clip(x0, config.lower, config.upper)
         n = self.n = self.mean.size
-        self.popsize = config.popsize or 4 + int(3 * np.log(n))
+        self.popsize = config.popsize or default_popsize(n)
         self.base = log_weights(self.popsize)
         self.mu_eff = 1 / (self.base**2).sum()
         mu_eff = self.mu_eff

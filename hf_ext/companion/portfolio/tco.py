@@ -12,12 +12,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hf_ext._validation import check_finite_fields
+from hf_ext._validation import check_finite, check_finite_fields
 
-from .protocol import check_cost
 from .simplex import project_simplex
 
 PREDICTORS = ("reversal", "window")
+
+
+def check_cost(owner: str, cost: float) -> None:
+    """Refuse a proportional cost rate that is NaN, infinite, negative or >= 1, naming ``owner``'s field."""
+    check_finite(owner, "cost", cost)
+    if not 0 <= cost < 1:
+        raise ValueError(f"{owner}: `cost` must be a rate in [0, 1) (0.0025 = 0.25%), got {cost}")
 
 
 @dataclass

@@ -1,10 +1,10 @@
 """Single-index models ``f(x) = phi(<w, x>)``: a direction on the sphere and a link in a Hermite RKHS, learned jointly.
 
 Needs the ``[sklearn]`` extra (``pip install hf-ext[sklearn]``): :class:`SingleIndexRegressor` is a
-scikit-learn estimator with a torch core.
+scikit-learn estimator with a torch core. The baseline it is judged against is in
+:mod:`hf_ext.companion.evaluation.single_index`.
 """
 
-from .baselines import fit_two_layer_network
 from .data import LINKS, direction_with_overlap, evaluate_link, gaussian_single_index, link_coefficients
 from .estimator import NonGaussianInputWarning, SingleIndexRegressor, warn_if_not_gaussian
 from .hermite import hermite_coefficients, hermite_derivative, hermite_features, information_exponent
@@ -15,7 +15,6 @@ __all__ = [
     "SingleIndexRegressor",
     "direction_with_overlap",
     "evaluate_link",
-    "fit_two_layer_network",
     "gaussian_single_index",
     "hermite_coefficients",
     "hermite_derivative",

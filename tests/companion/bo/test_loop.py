@@ -22,10 +22,10 @@ from hf_ext.companion.bo import (
     RobustConjugateGP,
     SingleTaskGPFactory,
     UCBFactory,
-    regret_curves,
     robust_standardize,
     ucb_beta,
 )
+from hf_ext.companion.evaluation.bo import regret_curves
 
 
 @pytest.mark.parametrize(
@@ -47,15 +47,6 @@ def test_best_placement_only_corrupts_new_incumbents():
     assert adversary.corrupt(0, 1.0, best_so_far=2.0) == 1.0
     assert adversary.corrupt(1, 3.0, best_so_far=2.0) == 3.0 - 1e6
     assert NoCorruption().corrupt(0, 3.0, best_so_far=2.0) == 3.0
-
-
-def test_regret_curves_by_hand():
-    curves = regret_curves(torch.tensor([1.0, 3.0, 2.0, 4.0]), optimum=4.0, tolerance=1.5)
-    assert curves["simple"].tolist() == [3.0, 1.0, 1.0, 0.0]
-    assert curves["cumulative"].tolist() == [3.0, 4.0, 6.0, 6.0]
-    assert curves["lenient"].tolist() == [3.0, 3.0, 5.0, 5.0]
-    with pytest.raises(ValueError, match="must be finite"):
-        regret_curves(torch.tensor([math.inf]), optimum=0.0)
 
 
 def test_robust_standardize_ignores_infinities():

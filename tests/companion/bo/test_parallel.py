@@ -17,8 +17,8 @@ from hf_ext.companion.bo import (
     ClippedGPFactory,
     FrequencyLimitedAdversary,
     ThompsonSamplingFactory,
-    regret_curves,
 )
+from hf_ext.companion.evaluation.bo import regret_curves
 
 BRANIN = Branin(negate=True)
 FAST = {"num_restarts": 2, "raw_samples": 32, "ts_candidates": 64, "n_initial": 4}

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
+from hf_ext.companion.evaluation.portfolio import backtest
 from hf_ext.companion.portfolio import (
     SparseTCO,
     SparseTCOConfig,
     TCOConfig,
-    backtest,
     dc_penalty,
     prox_cost_simplex,
     synthetic_relatives,

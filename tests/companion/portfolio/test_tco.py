@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from hf_ext.companion.portfolio import TCO, TCOConfig, backtest, load_relatives
+from hf_ext.companion.evaluation.portfolio import backtest
+from hf_ext.companion.portfolio import TCO, TCOConfig, load_relatives
 from hf_ext.companion.portfolio.tco import predict, tco_step
 
 

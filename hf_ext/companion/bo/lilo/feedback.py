@@ -8,7 +8,7 @@ dropped; a round with fewer valid labels than ``min_answer_rate`` is an error, w
 kept in the transcript. ``OracleFeedback`` gives the true answers (the baselines' feedback).
 
 A round's labels and scores are independent calls (every pair or outcome, every sample): with an ``executor``
-(:mod:`hf_ext.companion.executors`) they run at once, the LLM's through :meth:`Transcript.complete_many` and
+(:mod:`hf_ext.executors`) they run at once, the LLM's through :meth:`Transcript.complete_many` and
 the decision maker's comparisons through ``run_jobs``, and give what one call after another gives.
 """
 
@@ -20,7 +20,8 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from ...executors import run_jobs
+from hf_ext.executors import run_jobs
+
 from .backends import LLMBackend
 from .config import LILOConfig
 from .decision_makers import DecisionMaker

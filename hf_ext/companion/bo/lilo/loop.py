@@ -27,8 +27,8 @@ from torch.quasirandom import SobolEngine
 
 from hf_ext._random import derived_seed, seeded_global_rng
 from hf_ext._settings import check_and_store_settings
+from hf_ext.executors import check_executor
 
-from ...executors import check_executor
 from ..descriptions import describe
 from ..factories import AcquisitionFactory, LogNEIFactory, ModelFactory, SingleTaskGPFactory
 from .backends import LLMBackend

@@ -6,7 +6,7 @@ instead of asking the model again; records already present are not written twice
 line (a killed writer) is dropped with a warning, as in a BO history.
 
 :meth:`Transcript.complete_many` makes a batch of calls at once on an executor
-(:mod:`hf_ext.companion.executors`) and records them in the order one call after another would have: the
+(:mod:`hf_ext.executors`) and records them in the order one call after another would have: the
 same transcript, and the same answers from a backend that is reproducible by seed.
 """
 
@@ -17,7 +17,8 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
-from ...executors import run_jobs
+from hf_ext.executors import run_jobs
+
 from ..history import read_json_lines
 from .backends import LLMBackend, Messages
 

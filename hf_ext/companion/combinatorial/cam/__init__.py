@@ -18,7 +18,6 @@ from .baselines import (
 from .config import METHODS, CAMConfig
 from .diagnostics import chain_diagnostics, conflicting_edges
 from .graphs import Graph, GraphBatch, barabasi_albert, batch_graphs, erdos_renyi, rb_graph
-from .kamis import redumis_mis
 from .model import FlipGNN
 from .problems import PROBLEMS, decode, energy, flip_delta, is_independent, objective
 from .sampler import Trajectory, rollout, solve
@@ -55,7 +54,6 @@ __all__ = [
     "multistart_local_search",
     "objective",
     "rb_graph",
-    "redumis_mis",
     "rollout",
     "solve",
     "train",

@@ -1,8 +1,9 @@
 """Weighted set cover at scale: instances (OR-Library readers, generators), greedy, HiGHS MIP, LNS (random, local and
-GLNS's generative policy) and metrics.
+GLNS's generative policy).
 
 Needs the ``[combinatorial]`` extra: ``scipy`` (sparse instances) to load, ``highspy`` for the MIPs (imported on
-first use), ``ortools`` for the baselines of the benchmark harness.
+first use). How the solvers are judged (the benchmark harness, OR-Tools' baselines, the anytime metrics) is in
+:mod:`hf_ext.companion.evaluation.combinatorial.set_cover`.
 """
 
 from .adaptive import AdaptiveNeighbourhood
@@ -12,7 +13,6 @@ from .greedy import greedy, remove_redundant
 from .instability import instability
 from .instance import COST_REGIMES, SetCoverInstance, beasley, cost_regime_instance, rail_like, read_orlib, read_rail
 from .lns import POLICIES, LNSConfig, LNSResult, Repair, repair, run_lns
-from .metrics import primal_gap, primal_integral, time_to_target
 from .mip import MipResult, solve_mip
 from .neighbourhood import (
     grow_in_region,
@@ -21,7 +21,6 @@ from .neighbourhood import (
     near_incumbent,
     random_neighbourhood,
 )
-from .ortools_baseline import ortools_model
 from .training import DenoiserTrainingConfig, train_denoiser
 
 __all__ = [
@@ -46,9 +45,6 @@ __all__ = [
     "load_denoiser",
     "local_neighbourhood",
     "near_incumbent",
-    "ortools_model",
-    "primal_gap",
-    "primal_integral",
     "random_neighbourhood",
     "rail_like",
     "read_orlib",
@@ -58,7 +54,6 @@ __all__ = [
     "run_lns",
     "save_denoiser",
     "solve_mip",
-    "time_to_target",
     "train_denoiser",
     "trajectory",
 ]

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from hf_ext.companion.bo.lilo import LILO, LILOConfig, make_environment
-from hf_ext.companion.executors import RestartingProcessPool
+from hf_ext.executors import RestartingProcessPool
 
 CONFIG = LILOConfig(n_initial=4, batch_size=2, rounds=2, pairs_per_round=3, samples=3, num_restarts=1, raw_samples=16)
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import wilcoxon
 
-from hf_ext.companion.es.compare import ecdf, paired_test, slice_tests, win_rate_by_misranking, wins_losses
+from hf_ext.companion.evaluation.es.compare import ecdf, paired_test, slice_tests, win_rate_by_misranking, wins_losses
 
 
 def _record(method, function, final, trajectory=None, instance=1, misranking=None, seed=0):

@@ -3,7 +3,8 @@ import re
 import numpy as np
 import pytest
 
-from hf_ext.companion.es import METHODS, ESResult, solve
+from hf_ext.companion.es import ESResult
+from hf_ext.companion.evaluation.es import METHODS, solve
 
 
 def sphere(x):

@@ -1,4 +1,5 @@
-"""One way to fan out the companion loops: any ``concurrent.futures.Executor``, with calls that survive a lost worker.
+"""One way to fan out work (the companion loops' evaluations, the recipes' runs): any ``concurrent.futures.Executor``,
+with calls that survive a lost worker.
 
 The BO loop, ``minimize`` (an ES population), ``run_coco`` and the recipes that run many jobs take an
 ``executor``: ``None`` runs each call in this process (:class:`InProcessExecutor`), and anything that is a

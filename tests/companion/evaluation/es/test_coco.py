@@ -10,8 +10,10 @@ import pytest
 
 pytest.importorskip("cocoex")
 
-from hf_ext.companion.es import coco  # noqa: E402
-from hf_ext.companion.es.coco import (  # noqa: E402
+from hf_ext.companion.es import ESConfig, SepCMAES  # noqa: E402
+from hf_ext.companion.es.config import default_popsize as es_default_popsize  # noqa: E402
+from hf_ext.companion.evaluation.es import coco  # noqa: E402
+from hf_ext.companion.evaluation.es.coco import (  # noqa: E402
     INDEX,
     SETTINGS,
     CocoConfig,
@@ -22,7 +24,25 @@ from hf_ext.companion.es.coco import (  # noqa: E402
     run_coco,
     run_folder,
 )
-from hf_ext.companion.es.compare import TARGETS, ecdf  # noqa: E402
+from hf_ext.companion.evaluation.es.compare import TARGETS, ecdf  # noqa: E402
+
+
+def test_the_suite_and_misranking_take_the_es_default_popsize_and_its_check():
+    """One home for popsize: the ES's default and check, which the suite's generations and misranking reuse."""
+    assert coco.default_popsize is es_default_popsize
+    for dimension in (*coco.DIMENSIONS, 1, 7, 100, 1000):
+        assert SepCMAES(np.zeros(dimension), ESConfig()).popsize == coco.generation_length(None, dimension)
+    takers = {
+        "ESConfig": lambda popsize: ESConfig(popsize=popsize),
+        "CocoConfig": lambda popsize: CocoConfig(popsize=popsize),
+        "misranking_by_generation": lambda popsize: coco.misranking_by_generation([0.0] * 4, [0.0] * 4, popsize),
+    }
+    for popsize in (1, 2.5, True, "8"):
+        for owner, take in takers.items():
+            with pytest.raises(ValueError, match=f"^{owner}: `popsize` must be an integer >= 2"):
+                take(popsize)
+    with pytest.raises(ValueError, match="`popsize` must be an integer >= 2, got None"):
+        coco.misranking_by_generation([0.0] * 4, [0.0] * 4, None)
 
 
 def _config(tmp_path, **fields):
@@ -77,7 +97,7 @@ def test_a_listed_run_whose_folder_is_gone_is_redone(tmp_path):
 def test_a_rerun_with_another_seed_is_refused_in_a_new_process(tmp_path):
     run_coco(_config(tmp_path, functions=[101]))
     rerun = (
-        "from hf_ext.companion.es.coco import CocoConfig, run_coco; "
+        "from hf_ext.companion.evaluation.es.coco import CocoConfig, run_coco; "
         f"run_coco(CocoConfig(methods=['rb_pem'], functions=[101], instances=[1], dimension=2, "
         f"budget_multipliers=[20], seed=1, result_folder={str(tmp_path / 'coco')!r}, workers=1))"
     )
@@ -166,7 +186,7 @@ def test_the_ecdf_agrees_with_cocopp_at_every_budget(two_methods):
         ({"budget_multipliers": [-5]}, "`budget_multipliers`"),
         ({"functions": [1]}, r"`functions` must be a non-empty list from 101..130"),
         ({"methods": ["nevergrad"]}, "`methods` must be a non-empty list from"),
-        ({"popsize": 1}, "`popsize` must be None \\(the default\\) or an integer >= 2, got 1"),
+        ({"popsize": 1}, "`popsize` must be an integer >= 2 or None \\(CMA-ES's default\\), got 1"),
         ({"max_reevaluations": -1}, "`max_reevaluations` must be None \\(the default\\) or an integer >= 0, got -1"),
         ({"methods": ["unbiased_pem"], "max_reevaluations": 13}, "`max_reevaluations` must be <= 12 with weights="),
     ],

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from hf_ext.companion.es import misranking_by_generation, pair_misranking
+from hf_ext.companion.evaluation.es import misranking_by_generation, pair_misranking
 
 
 def test_pair_misranking_counts_reversed_pairs():

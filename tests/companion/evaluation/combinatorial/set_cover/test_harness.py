@@ -5,7 +5,7 @@ import pytest
 
 from hf_ext.companion.combinatorial.set_cover import LNSConfig, LNSResult, beasley
 
-harness = importlib.import_module("hf_ext.companion.combinatorial.set_cover.harness")
+harness = importlib.import_module("hf_ext.companion.evaluation.combinatorial.set_cover.harness")
 
 
 @pytest.fixture(scope="module")

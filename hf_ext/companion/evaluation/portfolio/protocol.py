@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from hf_ext._validation import check_finite
+from hf_ext.companion.portfolio.tco import check_cost
 
 SIMPLEX_TOLERANCE = 1e-6
 
@@ -47,13 +47,6 @@ class Backtest:
     turnover: np.ndarray
     returns: np.ndarray
     wealth: np.ndarray
-
-
-def check_cost(owner: str, cost: float) -> None:
-    """Refuse a proportional cost rate that is NaN, infinite, negative or >= 1, naming ``owner``'s field."""
-    check_finite(owner, "cost", cost)
-    if not 0 <= cost < 1:
-        raise ValueError(f"{owner}: `cost` must be a rate in [0, 1) (0.0025 = 0.25%), got {cost}")
 
 
 def cost_fraction(target: np.ndarray, drifted: np.ndarray, cost: float) -> float:

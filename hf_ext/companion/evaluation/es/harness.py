@@ -12,10 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from hf_ext._random import seeded_global_rng
-
-from .config import ESConfig
-from .minimizer import minimize
-from .result import ESResult
+from hf_ext.companion.es import ESConfig, ESResult, minimize
 
 OURS = {
     "sep_cma": {"weights": "log"},

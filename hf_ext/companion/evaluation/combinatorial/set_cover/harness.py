@@ -3,14 +3,20 @@ curve (times, objectives), for ``hf-ext run set_cover`` and the benchmarks."""
 
 import time
 
-from .adaptive import AdaptiveNeighbourhood
-from .checkpoint import default_denoiser
-from .diffusion import STEPS, ColumnDenoiser, GenerativeNeighbourhood
-from .greedy import greedy
-from .instance import SetCoverInstance
-from .lns import LNSConfig, run_lns
-from .mip import solve_mip
-from .neighbourhood import random_neighbourhood
+from hf_ext.companion.combinatorial.set_cover import (
+    AdaptiveNeighbourhood,
+    ColumnDenoiser,
+    GenerativeNeighbourhood,
+    LNSConfig,
+    SetCoverInstance,
+    default_denoiser,
+    greedy,
+    random_neighbourhood,
+    run_lns,
+    solve_mip,
+)
+from hf_ext.companion.combinatorial.set_cover.diffusion import STEPS
+
 from .ortools_baseline import ORTOOLS_METHODS, run_ortools
 
 LNS_METHODS = {"local_lns": "local", "random_lns": "random"}  # method -> the LNSConfig.policy it runs

@@ -1,6 +1,6 @@
 import pytest
 
-from hf_ext.companion.combinatorial.set_cover import primal_gap, primal_integral, time_to_target
+from hf_ext.companion.evaluation.combinatorial.set_cover import primal_gap, primal_integral, time_to_target
 
 
 def test_primal_gap():

@@ -1,19 +1,15 @@
 import numpy as np
 import pytest
 
-from hf_ext.companion.portfolio import (
-    TCO,
+from hf_ext.companion.evaluation.portfolio import (
     BuyAndHold,
     ConstantRebalanced,
-    SparseTCO,
-    SparseTCOConfig,
-    TCOConfig,
     TopKTCO,
     backtest,
     cost_fraction,
     summarize,
-    synthetic_relatives,
 )
+from hf_ext.companion.portfolio import TCO, SparseTCO, SparseTCOConfig, TCOConfig, synthetic_relatives
 
 
 class Scripted:

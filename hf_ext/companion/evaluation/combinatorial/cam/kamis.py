@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .graphs import Graph
+from hf_ext.companion.combinatorial.cam import Graph
 
 # redumis's clock starts after it has read the graph: a run is stopped only this long after its time limit
 READ_MARGIN_SECONDS = 60.0

@@ -4,8 +4,8 @@ and the naive sparse TCO that keeps the K largest weights of TCO's portfolio."""
 import cvxpy as cp
 import numpy as np
 
-from .sparse_tco import check_k, sparse_start
-from .tco import TCO
+from hf_ext.companion.portfolio import TCO
+from hf_ext.companion.portfolio.sparse_tco import check_k, sparse_start
 
 
 class BuyAndHold:
@@ -48,7 +48,7 @@ class TopKTCO:
 
     @property
     def cost(self) -> float:
-        """TCO's cost rate, which :func:`~.protocol.backtest` charges."""
+        """TCO's cost rate, which :func:`~hf_ext.companion.evaluation.portfolio.backtest` charges."""
         return self.tco.cost
 
     def start(self, assets: int) -> np.ndarray:

@@ -27,9 +27,9 @@ from tqdm.auto import tqdm
 
 from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
+from hf_ext.companion.es.config import MAX_UNBIASED_REEVALUATIONS, ESConfig, check_popsize, default_popsize
+from hf_ext.executors import local_executor, run_jobs
 
-from ..executors import local_executor, run_jobs
-from .config import MAX_UNBIASED_REEVALUATIONS, ESConfig
 from .harness import METHODS, OURS, solve
 from .misranking import misranking_by_generation
 
@@ -107,8 +107,7 @@ class CocoConfig:
                 f"{owner}: `budget_multipliers` must be a non-empty list of integers >= 1 (budget = k D evaluations), "
                 f"got {self.budget_multipliers}"
             )
-        if self.popsize is not None and (not isinstance(self.popsize, int) or self.popsize < 2):
-            raise ValueError(f"{owner}: `popsize` must be None (the default) or an integer >= 2, got {self.popsize!r}")
+        check_popsize(owner, self.popsize)
         cap = self.max_reevaluations
         if cap is not None and (not isinstance(cap, int) or cap < 0):
             raise ValueError(f"{owner}: `max_reevaluations` must be None (the default) or an integer >= 0, got {cap!r}")
@@ -171,7 +170,7 @@ def noise_free_values(function: int, instance: int, points: np.ndarray) -> np.nd
 
     cocoex returns only the noisy value; pycma's port of the BBOB functions (``cma.bbobbenchmarks``) computes
     both, and its noise-free values are the ones COCO's observer logs (checked against the observer's files in
-    ``tests/companion/es/test_coco.py``). It draws its noise from numpy's global generator, restored here.
+    ``tests/companion/evaluation/es/test_coco.py``). It draws its noise from numpy's global generator, restored here.
     """
     from cma import bbobbenchmarks
 
@@ -182,11 +181,6 @@ def noise_free_values(function: int, instance: int, points: np.ndarray) -> np.nd
     finally:
         np.random.set_state(state)
     return np.asarray(true, dtype=float).reshape(-1)
-
-
-def default_popsize(dimension: int) -> int:
-    """CMA-ES's default population size ``4 + floor(3 ln D)``: the generation length misranking is measured on."""
-    return 4 + int(3 * np.log(dimension))
 
 
 def generation_length(popsize: int | None, dimension: int) -> int:

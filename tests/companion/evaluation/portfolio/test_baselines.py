@@ -1,17 +1,14 @@
 import numpy as np
 import pytest
 
-from hf_ext.companion.portfolio import (
-    TCO,
+from hf_ext.companion.evaluation.portfolio import (
     BuyAndHold,
     ConstantRebalanced,
-    TCOConfig,
     TopKTCO,
     backtest,
     best_constant_rebalanced,
-    load_relatives,
-    synthetic_relatives,
 )
+from hf_ext.companion.portfolio import TCO, TCOConfig, load_relatives, synthetic_relatives
 
 
 def test_buy_and_hold_never_trades_and_ends_at_the_mean_price_growth():

@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from .instance import SetCoverInstance
+from hf_ext.companion.combinatorial.set_cover import SetCoverInstance
 
 ORTOOLS_METHODS = ("ortools_greedy", "ortools_gls")
 

@@ -9,6 +9,8 @@ when neither has ties.
 
 import numpy as np
 
+from hf_ext.companion.es.config import check_popsize
+
 
 def pair_misranking(observed, true) -> float:
     """The fraction of the pairs with distinct ``true`` values that ``observed`` orders the other way (an
@@ -32,8 +34,7 @@ def misranking_by_generation(observed, true, popsize: int) -> np.ndarray:
     """:func:`pair_misranking` of each consecutive block of ``popsize`` evaluations (the generations of an ES
     that evaluates each candidate once; for any other method, its evaluations in order); a last partial block is
     dropped."""
-    if not isinstance(popsize, int) or popsize < 2:
-        raise ValueError(f"misranking_by_generation: `popsize` must be an integer >= 2, got {popsize!r}")
+    check_popsize("misranking_by_generation", popsize, optional=False)
     observed, true = np.asarray(observed, dtype=float), np.asarray(true, dtype=float)
     blocks = observed.size // popsize
     return np.array(

@@ -9,7 +9,9 @@ outside anchor (Scion: ``torch.optim.Muon`` with AdamW, at the same Newton-Schul
 a one-sided Shampoo-style step with the same inverse roots at equal storage; SPS, NGN and GradientSmoothing:
 AdamW), the optimizer state in bytes per parameter, and the step's peak memory above the model and its
 gradients (CUDA: the allocator's peak; CPU: not measured, the process's RSS cannot isolate one step).
-Over seeds (new weights and gradients), mean and spread of the per-seed medians. The last line is JSON.
+Over seeds (new weights and gradients), mean and spread of the per-seed medians. With ``--compiled``, each chosen
+optimizer's step is also timed under ``torch.compile`` (``<name>+compiled``, compilation in the warm-up round), as a
+ratio to its own eager step. The last line is JSON.
 """
 
 import statistics
@@ -24,6 +26,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralFo
 from hf_ext.models import SMOLLM2_135M_SHAPE
 from hf_ext.optim import NGN, SPS, GradientSmoothing, MuonWithAdamW, Scion, SymmetryCurvature, inverse_root
 
+COMPILED = "+compiled"  # the suffix of an optimizer timed under torch.compile
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 # A Mixtral with SmolLM2's width: 8 experts of SmolLM2's MLP over 8 layers (about as many parameters).
 MOE_SHAPE = {
@@ -128,19 +131,21 @@ def measure(shape: str, dtype: torch.dtype, seed: int, names: list[str], repeats
     model = build_model(shape, dtype, seed, device)
     snapshot = {name: p.detach().clone() for name, p in model.named_parameters()}
     n_params = sum(p.numel() for p in model.parameters())
-    optimizers, results = {}, {}
+    optimizers, steps, results = {}, {}, {}
     for name in names:
-        optimizers[name] = OPTIMIZERS[name][0](model)
+        base, compiled = _parse(name)
+        optimizers[name] = OPTIMIZERS[base][0](model)
+        steps[name] = torch.compile(optimizers[name].step) if compiled else optimizers[name].step
         results[name] = {"seconds": [], "peak_bytes": None}
     closure = _loss_closure()
-    for round_index in range(repeats + 1):  # round 0 warms up (state allocation, first-step work)
-        for name, optimizer in optimizers.items():
+    for round_index in range(repeats + 1):  # round 0 warms up (state allocation, first-step work, compilation)
+        for name, step in steps.items():
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
                 base = torch.cuda.memory_allocated(device)
             _synchronize(device)
             start = time.perf_counter()
-            optimizer.step(closure)
+            step(closure)
             _synchronize(device)
             elapsed = time.perf_counter() - start
             if round_index:
@@ -161,7 +166,7 @@ def summarize(per_seed: list[dict[str, dict]], names: list[str]) -> dict[str, di
     """Mean and spread over seeds of each optimizer's median, ratio to AdamW and to its anchor."""
     summary = {}
     for name in names:
-        anchor = OPTIMIZERS[name][1]
+        anchor = _anchor(name)
         medians = [run[name]["median_s"] for run in per_seed]
         to_adamw = [run[name]["median_s"] / run["adamw_foreach"]["median_s"] for run in per_seed]
         entry = {
@@ -179,6 +184,18 @@ def summarize(per_seed: list[dict[str, dict]], names: list[str]) -> dict[str, di
     return summary
 
 
+def _parse(name: str) -> tuple[str, bool]:
+    """``"scion+compiled"`` -> ``("scion", True)``: the optimizer and whether its step runs under torch.compile."""
+    base, found, _ = name.partition(COMPILED)
+    return base, bool(found)
+
+
+def _anchor(name: str) -> str:
+    """What a result is compared with: a compiled step with its own eager step, the others with their outside tool."""
+    base, compiled = _parse(name)
+    return base if compiled else OPTIMIZERS[base][1]
+
+
 def _mean_spread(values: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "min": min(values), "max": max(values)}
 
@@ -189,10 +206,17 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
     parser.add_argument("--optimizers", nargs="+", default=list(OPTIMIZERS), choices=list(OPTIMIZERS))
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds per seed (default: %(default)s)")
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="also time each chosen optimizer's step under torch.compile, as a ratio to its eager step",
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     names = list(dict.fromkeys(["adamw_foreach", *args.optimizers]))
     names += [OPTIMIZERS[n][1] for n in names if OPTIMIZERS[n][1] not in names]
+    if args.compiled:
+        names += [f"{name}{COMPILED}" for name in args.optimizers]
     device = torch.device(args.device)
     results = {}
     for shape in args.shapes:

@@ -18,13 +18,31 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+ROOT = "hf_ext"
 # Repository files that the site renders as Markdown pages, and the page each becomes.
 RENDERED = {"README.md": "index.md", "CONTRIBUTING.md": "contributing.md"}
+# The home page is the README: its table of methods needs the width of the table of contents.
+HOME_FRONT_MATTER = "---\nhide:\n  - toc\n---\n\n"
 REFERENCE = "reference"
+# The options of the directive that shows a package's docstring above its names.
+PACKAGE_DOCSTRING_ONLY = (
+    "    options:",
+    "      show_root_heading: false",
+    "      show_root_toc_entry: false",
+    "      members: false",
+)
+ROOT_INTRODUCTION = (
+    "Every public name of hf-ext, one page per package: what the package's `__all__` exports, with the signatures "
+    "and docstrings of the code. A name that a package re-exports from a sub-package (`hf_ext.optim.Scion`) is "
+    "documented on the sub-package's page (`hf_ext.optim.scion`)."
+)
 EXAMPLES = "examples"
-# A Markdown link or image target: ](path#anchor "title"); a target with a scheme or only an anchor is left alone.
+# A Markdown link or image: ](target#anchor "title").
 LINK = re.compile(r'\]\((?P<path>[^)\s#]+)(?P<rest>(?:#[^)\s]*)?(?:\s+"[^"]*")?)\)')
 LANGUAGES = {".py": "python", ".yaml": "yaml", ".yml": "yaml", ".sh": "bash", ".toml": "toml", ".json": "json"}
+
+
+# The API reference.
 
 
 def packages() -> dict[str, Path]:
@@ -38,10 +56,14 @@ def packages() -> dict[str, Path]:
     return {name: REPO / folders.get(name, name.replace(".", "/")) for name in options["packages"].split()}
 
 
+def init_tree(folder: Path) -> ast.Module:
+    return ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))
+
+
 def exported_names(folder: Path) -> list[str]:
     """The public names of the package in ``folder``: its ``__all__``, else the functions and classes its
     ``__init__.py`` defines without a leading underscore. Read from the source, without importing the package."""
-    tree = ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))
+    tree = init_tree(folder)
     for node in tree.body:
         target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
         if isinstance(target, ast.Name) and target.id == "__all__":
@@ -50,11 +72,11 @@ def exported_names(folder: Path) -> list[str]:
     return [node.name for node in tree.body if isinstance(node, defined) and not node.name.startswith("_")]
 
 
-def top_level_names(tree: ast.Module) -> set[str]:
-    """The names a module binds at its top level: imports, functions, classes and assignments."""
+def defined_names(tree: ast.Module, imports: bool = True) -> set[str]:
+    """The names a module binds at its top level: functions, classes, assignments, and imports unless not asked."""
     names = set()
     for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and imports:
             names |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
@@ -65,12 +87,15 @@ def top_level_names(tree: ast.Module) -> set[str]:
 
 
 def object_path(package: str, folder: Path, name: str) -> str:
-    """The dotted path the reference reads ``package.name`` from: the package when its ``__init__.py`` binds the
-    name, else the package's module that defines it (a name served lazily by the package's ``__getattr__``)."""
-    if name in top_level_names(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))):
+    """The dotted path the reference reads ``package.name`` from: the package, when its ``__init__.py`` binds the
+    name and no sub-module has it (Griffe, like ``import package.name``, finds the sub-module first), else the
+    package's module that defines it (``hf_ext.alignment.token_shift.token_shift``, or a name served lazily by
+    the package's ``__getattr__``)."""
+    submodule = (folder / f"{name}.py").is_file() or (folder / name / "__init__.py").is_file()
+    if name in defined_names(init_tree(folder)) and not submodule:
         return f"{package}.{name}"
-    for module in sorted(folder.glob("*.py")):
-        if name in top_level_names(ast.parse(module.read_text(encoding="utf-8"))):
+    for module in sorted(folder.glob("[!_]*.py")):
+        if name in defined_names(ast.parse(module.read_text(encoding="utf-8")), imports=False):
             return f"{package}.{module.stem}.{name}"
     raise ValueError(f"{package} exports {name!r}, which neither its __init__.py nor its modules define")
 
@@ -82,55 +107,63 @@ def documenting_package(name: str, package: str, exports: dict[str, list[str]]) 
     return max(sorted(owners), key=lambda other: other.count("."))
 
 
-def summary_line(folder: Path) -> str:
-    """The first line of a package's docstring, for the reference's table of packages."""
-    docstring = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
-    return docstring.strip().split("\n")[0].replace("|", "\\|")
+def reference_path(package: str) -> str:
+    """The site page of ``package``'s reference: ``reference/optim/scion/index.md``; hf_ext's is the index."""
+    parts = package.split(".")[1:]
+    return posixpath.join(REFERENCE, *parts, "index.md")
+
+
+def relative_link(page: str, target: str) -> str:
+    """A link from site page ``page`` to site page ``target``."""
+    return posixpath.relpath(target, posixpath.dirname(page))
+
+
+def summary(tree: ast.Module) -> str:
+    """The first paragraph of a module's docstring on one line, for a table or list of modules."""
+    docstring = ast.get_docstring(tree) or ""
+    return " ".join(docstring.strip().split("\n\n")[0].split()).replace("|", "\\|")
 
 
 def reference_page(package: str, folders: dict[str, Path], exports: dict[str, list[str]]) -> str:
     """The Markdown of ``package``'s reference page: its docstring, then each name it exports, documented here or
     linked to the page of the sub-package that documents it."""
-    lines = [
-        f"# {package}",
-        "",
-        f"::: {package}",
-        "    options:",
-        "      show_root_heading: false",
-        "      members: false",
-    ]
+    page = reference_path(package)
+    if package == ROOT:
+        lines = ["# API reference", "", ROOT_INTRODUCTION, "", "| package | what it holds |", "| --- | --- |"]
+        for other in (other for other in folders if other != ROOT):
+            link = relative_link(page, reference_path(other))
+            lines.append(f"| [{other}]({link}) | {summary(init_tree(folders[other]))} |")
+    else:
+        lines = [f"# {package}", "", f"::: {package}", *PACKAGE_DOCSTRING_ONLY]
     owners = {name: documenting_package(name, package, exports) for name in exports[package]}
     elsewhere = {name: owner for name, owner in owners.items() if owner != package}
     if elsewhere:
         lines += ["", "## Re-exported here", "", "| name | documented in |", "| --- | --- |"]
         for name, owner in elsewhere.items():
-            lines.append(f"| [`{name}`][{object_path(owner, folders[owner], name)}] | [{owner}]({owner}.md) |")
-    lines += [
-        f"\n::: {object_path(package, folders[package], name)}" for name in exports[package] if name not in elsewhere
-    ]
+            link = relative_link(page, reference_path(owner))
+            lines.append(f"| [`{name}`][{object_path(owner, folders[owner], name)}] | [{owner}]({link}) |")
+    here = [name for name in exports[package] if name not in elsewhere]
+    lines += [f"\n::: {object_path(package, folders[package], name)}" for name in here]
     return "\n".join(lines) + "\n"
 
 
 def reference_pages() -> dict[str, str]:
-    """Site path -> Markdown of the API reference: an index of the packages and one page per package."""
-    folders = packages()
+    """Site path -> Markdown of the API reference, one page per package; hf_ext's lists the others."""
+    folders = dict(sorted(packages().items()))
     exports = {package: exported_names(folder) for package, folder in folders.items()}
-    index = [
-        "# API reference",
-        "",
-        "Every public name of hf-ext, one page per package: what its `__all__` exports, with the signatures and "
-        "docstrings of the code. A name that a package re-exports from a sub-package is documented on the "
-        "sub-package's page.",
-        "",
-        "| package | what it holds |",
-        "| --- | --- |",
-    ]
-    index += [f"| [{package}]({package}.md) | {summary_line(folders[package])} |" for package in sorted(folders)]
-    pages = {f"{REFERENCE}/index.md": "\n".join(index) + "\n"}
-    pages.update(
-        {f"{REFERENCE}/{package}.md": reference_page(package, folders, exports) for package in sorted(folders)}
-    )
-    return pages
+    return {reference_path(package): reference_page(package, folders, exports) for package in folders}
+
+
+def reference_nav(names: list[str], package: str = ROOT) -> list:
+    """The API reference's nav: the package tree, each package with sub-packages a section led by its own page."""
+    entries = [reference_path(package)]
+    for child in sorted(other for other in names if other.rpartition(".")[0] == package):
+        below = reference_nav(names, child)
+        entries.append({child.rpartition(".")[2]: below if len(below) > 1 else below[0]})
+    return entries
+
+
+# The examples and the other repository files that pages link to.
 
 
 def file_page(path: str) -> str:
@@ -140,92 +173,81 @@ def file_page(path: str) -> str:
     return f"# {path}\n\n{fence}{LANGUAGES.get(Path(path).suffix, 'text')}\n{text.rstrip()}\n{fence}\n"
 
 
-def examples_index(examples: list[str]) -> str:
-    """The Markdown of the examples' index: each script with the first line of its docstring."""
+def example_scripts() -> list[str]:
+    """The example scripts, as repository paths."""
+    return [str(path.relative_to(REPO)) for path in sorted((REPO / EXAMPLES).glob("*.py"))]
+
+
+def examples_index() -> str:
+    """The Markdown of the examples' index: each script with the first paragraph of its docstring."""
     lines = ["# Examples", "", "Every example is a whole script that a test runs as it is shown here.", ""]
-    for path in examples:
-        docstring = ast.get_docstring(ast.parse((REPO / path).read_text(encoding="utf-8"))) or ""
-        lines.append(f"- [{Path(path).name}]({Path(path).name}.md): {docstring.strip().split(chr(10))[0]}")
+    for path in example_scripts():
+        description = summary(ast.parse((REPO / path).read_text(encoding="utf-8")))
+        link = relative_link(f"{EXAMPLES}/index.md", site_path(path))
+        lines.append(f"- [{Path(path).name}]({link}): {description}")
     return "\n".join(lines) + "\n"
 
 
-def page_source(src_uri: str) -> str:
-    """The repository path of the Markdown behind site page ``src_uri``."""
-    rendered = {page: source for source, page in RENDERED.items()}
-    return rendered.get(src_uri, f"docs/{src_uri}")
-
-
-def outside_target(source: str, target: str) -> str | None:
-    """The repository path that link ``target`` in file ``source`` names, when it is a file outside docs/."""
-    if "://" in target or target.startswith(("/", "mailto:")):
-        return None
-    path = posixpath.normpath(posixpath.join(posixpath.dirname(source), target))
-    if path.startswith(("docs/", "../")) or not (REPO / path).is_file():
-        return None
-    return path
-
-
 def site_path(repo_path: str) -> str:
-    """The site page of a repository file: under docs/ itself, the home page, CONTRIBUTING, or its file page."""
+    """The site page of a repository file: a file of docs/ itself, the home page, CONTRIBUTING, or its file page."""
     if repo_path.startswith("docs/"):
         return repo_path.removeprefix("docs/")
     return RENDERED.get(repo_path, f"{repo_path}.md")
 
 
-def rewrite_links(markdown: str, src_uri: str) -> str:
-    """Links of page ``src_uri`` (written relative to its repository file) made relative to its site page."""
-    source = page_source(src_uri)
+def repository_file(source: str, target: str) -> str | None:
+    """The repository file that link ``target`` in Markdown file ``source`` names, or None (a URL, a folder, an
+    anchor, a path that does not exist)."""
+    if "://" in target or target.startswith(("/", "mailto:")):
+        return None
+    path = posixpath.normpath(posixpath.join(posixpath.dirname(source), target))
+    return path if not path.startswith("../") and (REPO / path).is_file() else None
+
+
+def markdown_sources() -> dict[str, str]:
+    """Site page -> repository path of every hand-written Markdown page."""
+    pages = {page: source for source, page in RENDERED.items()}
+    pages.update(
+        {str(path.relative_to(REPO / "docs")): str(path.relative_to(REPO)) for path in (REPO / "docs").rglob("*.md")}
+    )
+    return pages
+
+
+def rewrite_links(markdown: str, page: str, source: str) -> str:
+    """Links of site page ``page``, written relative to its repository file ``source``, made relative to the page."""
 
     def rewrite(match: re.Match) -> str:
-        path = posixpath.normpath(posixpath.join(posixpath.dirname(source), match["path"]))
-        if "://" in match["path"] or not (REPO / path).exists() or path.startswith("../"):
-            return match[0]
-        relative = posixpath.relpath(site_path(path), posixpath.dirname(src_uri) or ".")
-        return f"]({relative}{match['rest']})"
+        path = repository_file(source, match["path"])
+        return match[0] if path is None else f"]({relative_link(page, site_path(path))}{match['rest']})"
 
     return LINK.sub(rewrite, markdown)
 
 
 def linked_files() -> list[str]:
-    """Repository files outside docs/ that a page links to, other than those rendered as pages."""
-    sources = [*RENDERED, *(str(p.relative_to(REPO)) for p in sorted((REPO / "docs").rglob("*.md")))]
+    """Repository files outside docs/ that a hand-written page links to, other than those rendered as pages."""
     found = set()
-    for source in sources:
+    for source in markdown_sources().values():
         for match in LINK.finditer((REPO / source).read_text(encoding="utf-8")):
-            path = outside_target(source, match["path"])
-            if path is not None and path not in RENDERED:
+            path = repository_file(source, match["path"])
+            if path is not None and not path.startswith("docs/") and path not in RENDERED:
                 found.add(path)
     return sorted(found)
 
 
-def example_scripts() -> list[str]:
-    """The example scripts, as repository paths."""
-    return [str(p.relative_to(REPO)) for p in sorted((REPO / EXAMPLES).glob("*.py"))]
-
-
 def generated_pages() -> dict[str, str]:
-    """Site path -> Markdown of every generated page."""
+    """Site path -> Markdown of every page that is not a file of docs/."""
     pages = {page: (REPO / source).read_text(encoding="utf-8") for source, page in RENDERED.items()}
+    pages["index.md"] = HOME_FRONT_MATTER + pages["index.md"]
     pages.update(reference_pages())
-    pages[f"{EXAMPLES}/index.md"] = examples_index(example_scripts())
+    pages[f"{EXAMPLES}/index.md"] = examples_index()
     pages.update({site_path(path): file_page(path) for path in sorted({*example_scripts(), *linked_files()})})
     return pages
 
 
-def generated_nav(pages: dict[str, str]) -> dict[str, list]:
-    """The nav entries that mkdocs.yml leaves to the hooks: its entry for an index page becomes that section."""
-    sections = {}
-    for folder in (REFERENCE, EXAMPLES):
-        index = f"{folder}/index.md"
-        children = sorted(page for page in pages if page.startswith(f"{folder}/") and page != index)
-        sections[index] = [index, *({page.split("/")[-1].removesuffix(".md"): page} for page in children)]
-    return sections
-
-
-# The hooks. MkDocs calls them by name; the generated pages are made once per build.
-
-
-_pages: dict[str, str] = {}
+def generated_sections() -> dict[str, list]:
+    """The nav sections that mkdocs.yml names by their index page and the hooks fill."""
+    examples = [f"{EXAMPLES}/index.md", *({Path(path).name: site_path(path)} for path in example_scripts())]
+    return {f"{REFERENCE}/index.md": reference_nav(list(packages())), f"{EXAMPLES}/index.md": examples}
 
 
 def fill_nav(nav: list, sections: dict[str, list]) -> None:
@@ -238,11 +260,16 @@ def fill_nav(nav: list, sections: dict[str, list]) -> None:
                 entry[title] = sections.get(value, value)
 
 
+# The hooks. MkDocs calls them by name, once per build.
+
+_pages: dict[str, str] = {}
+
+
 def on_config(config):
     """Make the generated pages and fill the API reference and examples sections of the nav."""
     _pages.clear()
     _pages.update(generated_pages())
-    fill_nav(config["nav"], generated_nav(_pages))
+    fill_nav(config["nav"], generated_sections())
     return config
 
 
@@ -256,5 +283,6 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown, page, config, files):
-    """Point the links of a page at the site's pages."""
-    return rewrite_links(markdown, page.file.src_uri)
+    """Point the links of a hand-written page at the site's pages."""
+    source = markdown_sources().get(page.file.src_uri)
+    return markdown if source is None else rewrite_links(markdown, page.file.src_uri, source)

@@ -21,8 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 ROOT = "hf_ext"
 # Repository files that the site renders as Markdown pages, and the page each becomes.
 RENDERED = {"README.md": "index.md", "CONTRIBUTING.md": "contributing.md"}
-# The home page is the README: its table of methods needs the width of the table of contents.
-HOME_FRONT_MATTER = "---\nhide:\n  - toc\n---\n\n"
+# Front matter of the pages that need the width of the table of contents: the home page (the README's table of
+# methods) and the pages that show a file (lines of up to 120 characters, and no headings to list).
+HIDE_TOC = "---\nhide:\n  - toc\n---\n\n"
 REFERENCE = "reference"
 # The options of the directive that shows a package's docstring above its names.
 PACKAGE_DOCSTRING_ONLY = (
@@ -170,7 +171,7 @@ def file_page(path: str) -> str:
     """The Markdown of a page that shows repository file ``path`` as code."""
     text = (REPO / path).read_text(encoding="utf-8")
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
-    return f"# {path}\n\n{fence}{LANGUAGES.get(Path(path).suffix, 'text')}\n{text.rstrip()}\n{fence}\n"
+    return f"{HIDE_TOC}# {path}\n\n{fence}{LANGUAGES.get(Path(path).suffix, 'text')}\n{text.rstrip()}\n{fence}\n"
 
 
 def example_scripts() -> list[str]:
@@ -237,7 +238,7 @@ def linked_files() -> list[str]:
 def generated_pages() -> dict[str, str]:
     """Site path -> Markdown of every page that is not a file of docs/."""
     pages = {page: (REPO / source).read_text(encoding="utf-8") for source, page in RENDERED.items()}
-    pages["index.md"] = HOME_FRONT_MATTER + pages["index.md"]
+    pages["index.md"] = HIDE_TOC + pages["index.md"]
     pages.update(reference_pages())
     pages[f"{EXAMPLES}/index.md"] = examples_index()
     pages.update({site_path(path): file_page(path) for path in sorted({*example_scripts(), *linked_files()})})
@@ -274,11 +275,14 @@ def on_config(config):
 
 
 def on_files(files, config):
-    """Add the generated pages to the site."""
-    from mkdocs.structure.files import File
+    """Add the generated pages to the site; the pages of linked files (tests, library sources) are reached by those
+    links only, not from the nav."""
+    from mkdocs.structure.files import File, InclusionLevel
 
+    unlisted = {site_path(path) for path in linked_files()} - {site_path(path) for path in example_scripts()}
     for src_uri, content in _pages.items():
-        files.append(File.generated(config, src_uri, content=content))
+        inclusion = InclusionLevel.NOT_IN_NAV if src_uri in unlisted else InclusionLevel.UNDEFINED
+        files.append(File.generated(config, src_uri, content=content, inclusion=inclusion))
     return files
 
 

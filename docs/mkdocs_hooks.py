@@ -142,7 +142,7 @@ def reference_page(package: str, folders: dict[str, Path], exports: dict[str, li
         lines += ["", "## Re-exported here", "", "| name | documented in |", "| --- | --- |"]
         for name, owner in elsewhere.items():
             link = relative_link(page, reference_path(owner))
-            lines.append(f"| [`{name}`][{object_path(owner, folders[owner], name)}] | [{owner}]({link}) |")
+            lines.append(f"| [{name}][{object_path(owner, folders[owner], name)}] | [{owner}]({link}) |")
     here = [name for name in exports[package] if name not in elsewhere]
     lines += [f"\n::: {object_path(package, folders[package], name)}" for name in here]
     return "\n".join(lines) + "\n"

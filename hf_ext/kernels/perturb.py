@@ -67,8 +67,9 @@ def seeded_perturb_(
         param: tensor to perturb (any floating dtype); modified in place and returned.
         seed: non-negative integer below 2**63 that determines ``z``.
         scale: multiplier of the noise; calling again with ``-scale`` undoes the perturbation.
-        first, whole_numel: ``param`` holds the entries ``first, first + 1, ...`` (in flat order) of a tensor of
-            ``whole_numel`` entries, and gets those entries of that tensor's ``z`` (default: ``param`` is whole).
+        first: ``param`` holds the entries ``first, first + 1, ...`` (in flat order) of a tensor of ``whole_numel``
+            entries, and gets those entries of that tensor's ``z`` (default: ``param`` is whole).
+        whole_numel: the entries of the tensor that ``param`` is part of (default: ``param``'s own).
     """
     if not param.is_floating_point():
         raise TypeError(f"seeded_perturb_: `param` must be a floating tensor, got {param.dtype}")

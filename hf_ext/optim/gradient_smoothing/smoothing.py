@@ -254,7 +254,10 @@ class GradientSmoothing(OptimizerWrapper):
         blocks: the blocks: a ``ModuleList`` / sequence of modules, or a dotted attribute path
             (``"model.layers"``); ``None`` finds the longest list of identical blocks.
         window: odd width of the depth window (1: no smoothing, the base optimizer exactly).
-        kernel, sigma, weights, boundary: the window's weights, see :func:`smoothing_matrix`.
+        kernel: the window's weights, with ``sigma``, ``weights`` and ``boundary``: see :func:`smoothing_matrix`.
+        sigma: see :func:`smoothing_matrix`.
+        weights: see :func:`smoothing_matrix`.
+        boundary: see :func:`smoothing_matrix`.
         mode: ``"update"`` or ``"gradient"`` (see the module docstring).
 
     ``param_groups``, ``state``, ``state_dict()`` and ``load_state_dict()`` are the base

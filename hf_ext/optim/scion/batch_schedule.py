@@ -44,7 +44,8 @@ class BatchSchedule:
 
     Args:
         budgets: increasing cumulative token budgets; one budget is a fixed schedule.
-        batch_size, seq_len: ``B_0`` and ``S_0`` of the first stage.
+        batch_size: ``B_0``, the batch size of the first stage.
+        seq_len: ``S_0``, the sequence length of the first stage.
         seq_share: the share of the growth of ``B S`` that goes to the sequence length, in [0, 1].
         max_seq_len: the model's context; a stage beyond it is refused.
         multiple: every batch size is a multiple of it (gradient accumulation steps x processes).

@@ -90,8 +90,9 @@ class LILO:
             comparisons), ``true_utility`` (BO on the utility itself), ``llm_only`` or ``random``.
         decision_maker: who answers (default: the environment's simulated one, seeded by ``config.seed``).
         transcript_file: JSON lines of the run; resumed when it exists, under the same settings only.
-        model_factory, acquisition_factory: the proxy GP and the batch acquisition (default SingleTaskGP, qLogNEI);
-            stored with the settings, as they choose the points.
+        model_factory: the proxy GP (default SingleTaskGP); stored with the settings, as it chooses the points.
+        acquisition_factory: the batch acquisition (default qLogNEI); stored with the settings, as it chooses the
+            points.
         executor: runs a round's independent calls at once (the LLM's labels, scores and proposals, every
             sample; the decision maker's comparisons): a ``concurrent.futures.Executor`` (threads for an HTTP
             backend, processes or a cluster for a local model; see docs/cluster.md) or None (one after another

@@ -11,7 +11,7 @@ import torch
 
 from .baselines import local_search_maxcut, local_search_mis
 from .graphs import GraphBatch
-from .model import FlipGNN
+from .model import FlipGNN, check_trained_for
 from .problems import decode, objective
 
 LOCAL_SEARCH = {"mis": local_search_mis, "maxcut": local_search_maxcut}
@@ -69,7 +69,8 @@ def solve(
     """Best-of-K decoded solution per graph: ``(values (G,), solution (N,))``, values as :func:`objective`;
     each chain's expected terminal state is decoded. With ``local_search``, each chain's decoded solution is then
     improved by the problem's classical local search (MIS 2-improvement, max-cut one-flip) before the best is kept,
-    the post-processing neural solvers are usually reported with."""
+    the post-processing neural solvers are usually reported with. A model trained for another problem is refused."""
+    check_trained_for("solve", model, problem)
     trajectory = rollout(model, batch, steps, chains, torch.Generator().manual_seed(seed))
     solutions = decode(problem, batch, trajectory.expected_terminal())
     if local_search:

@@ -153,6 +153,35 @@ def test_config_refuses_a_non_finite_number_by_field_name(name, field, kind, all
             build(**{field: value})
 
 
+def _own_scalar_cases():
+    """Fields our own config classes declare as a bool, an int or a float (alone or optional)."""
+    for name, cls in CONFIGS.items():
+        hints = typing.get_type_hints(cls, localns={"torch": torch})
+        own = {
+            n
+            for base in cls.__mro__
+            if base.__module__.startswith("hf_ext")
+            for n in vars(base).get("__annotations__", {})
+        }
+        for field in dataclasses.fields(cls):
+            union = typing.get_origin(hints[field.name]) in (typing.Union, types.UnionType)
+            kinds = set(typing.get_args(hints[field.name]) if union else (hints[field.name],)) - {type(None)}
+            if field.init and field.name in own and kinds in ({bool}, {int}, {float}, {int, float}):
+                wrong = {"bool": "no", "int": 2.5}.get(next(iter(kinds)).__name__ if len(kinds) == 1 else "float", "1")
+                yield pytest.param(name, field.name, wrong, id=f"{name}.{field.name}")
+
+
+@pytest.mark.parametrize(("name", "field", "wrong"), list(_own_scalar_cases()))
+def test_config_refuses_a_value_of_another_type_by_field_name(name, field, wrong):
+    """Issue 72: a string in a number's field failed in a comparison naming nothing (``'<' not supported between
+    instances of 'str' and 'int'``), and ``"no"`` in a bool's field or 2.5 in an integer's was taken."""
+    _, build = CONFIG_BUILDERS[name]
+    with pytest.raises(TypeError, match=rf"{name}: `{field}` must be (True or False|an integer|a number)"):
+        build(**{field: wrong})
+    with pytest.raises(TypeError, match=rf"{name}: `{field}` must be"):
+        build(**{field: "1"})
+
+
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_every_field_a_config_declares_has_help(name):
     """The config rule: our own fields carry ``metadata={"help": ...}`` for HfArgumentParser/TrlParser."""

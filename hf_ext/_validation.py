@@ -46,6 +46,18 @@ def check_number(owner: str, name: str, value, allow_none: bool = False) -> None
     check_field_type(owner, name, value, float, allow_none)
 
 
+def check_count(owner: str, name: str, value, least: int = 0, most: float = math.inf) -> None:
+    """Raise naming ``owner``'s argument ``name`` unless ``value`` is an integer in ``least..most``: ``TypeError`` for
+    another type (a bool, a float, a string, None), ``ValueError`` out of range. For sizes, counts and seeds, where a
+    float would fail deep inside numpy or torch and a None seed would draw what no rerun can reproduce."""
+    allowed = f">= {least}" if most == math.inf else f"in {least}..{most}"
+    message = f"{owner}: `{name}` must be an integer {allowed}, got {value!r}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(message)
+    if not least <= value <= most:
+        raise ValueError(message)
+
+
 def check_finite_fields(config, allow_infinite: Iterable[str] = ()) -> None:
     """Apply :func:`check_finite` to every field of the dataclass instance ``config``, then :func:`check_field_type`
     to each field annotated as a number or a bool.

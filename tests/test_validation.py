@@ -3,7 +3,7 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from hf_ext._validation import check_finite, check_finite_fields, check_finite_gradients
+from hf_ext._validation import check_count, check_finite, check_finite_fields, check_finite_gradients
 
 
 @dataclass
@@ -53,3 +53,12 @@ def test_check_finite_gradients_names_the_first_bad_gradient_and_lets_large_fini
     groups[2]["param_names"] = ["a", "b", "c"]
     with pytest.raises(FloatingPointError, match="Opt: the gradient of b holds NaN or inf"):
         check_finite_gradients("Opt", groups)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [(-1, ValueError), (11, ValueError), (2.5, TypeError), ("3", TypeError), (True, TypeError)]
+)
+def test_check_count_refuses_a_wrong_type_and_a_value_out_of_range_by_name(value, error):
+    check_count("Owner", "size", 3, 0, 10)
+    with pytest.raises(error, match=rf"Owner: `size` must be an integer in 0..10, got {value!r}"):
+        check_count("Owner", "size", value, 0, 10)

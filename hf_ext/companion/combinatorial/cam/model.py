@@ -11,6 +11,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from hf_ext._files import open_safetensors, read_json
+from hf_ext._validation import check_count
 
 from .config import check_aggregation
 from .graphs import GraphBatch
@@ -38,9 +39,8 @@ class FlipGNN(nn.Module):
 
     def __init__(self, hidden: int = 32, layers: int = 3, aggregation: str = "mean", problem: str | None = None):
         super().__init__()
-        for name, value in (("hidden", hidden), ("layers", layers)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"FlipGNN: `{name}` must be an integer >= 1, got {value!r}")
+        check_count("FlipGNN", "hidden", hidden, 1)
+        check_count("FlipGNN", "layers", layers, 1)
         check_aggregation("FlipGNN", aggregation)
         if problem is not None:
             check_problem("FlipGNN", problem)

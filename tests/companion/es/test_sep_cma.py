@@ -198,6 +198,7 @@ def test_a_generation_whose_reevaluations_cover_every_candidate_ends(weights):
         ({"max_evaluations": 0}, "`max_evaluations` must be an integer >= 1"),
         ({"lower": 1.0, "upper": 0.0}, "`lower` must be < `upper`"),
         ({"restarts": "bipop"}, r"`restarts` must be one of \['ipop', 'none'\]"),
+        ({"seed": -1}, "`seed` must be an integer >= 0, got -1"),  # issue 72: numpy's error at the first ask
     ],
 )
 def test_config_refuses_bad_values(fields, message):

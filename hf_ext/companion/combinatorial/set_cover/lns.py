@@ -43,6 +43,8 @@ class LNSConfig:
         for name in ("time_limit", "sub_time_limit"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{owner}: `{name}` must be > 0 seconds, got {getattr(self, name)}")
+        if self.seed < 0:  # numpy's generators take no negative seed: run_lns would fail at its start
+            raise ValueError(f"{owner}: `seed` must be an integer >= 0, got {self.seed}")
 
 
 @dataclass

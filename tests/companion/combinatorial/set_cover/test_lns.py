@@ -68,6 +68,7 @@ def test_neighbourhoods_are_bounded_and_free_incumbent_columns(instance, policy)
         ({"neighbourhood_size": 0}, "`neighbourhood_size` must be an integer >= 1"),
         ({"policy": "diffusion"}, r"`policy` must be one of \['random', 'local'\]"),
         ({"sub_time_limit": float("nan")}, "`sub_time_limit` must be a finite number"),
+        ({"seed": -1}, "`seed` must be an integer >= 0, got -1"),  # issue 72: numpy's error at run_lns's start
     ],
 )
 def test_bad_settings_are_refused_at_construction(fields, message):

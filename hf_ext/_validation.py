@@ -46,6 +46,13 @@ def check_number(owner: str, name: str, value, allow_none: bool = False) -> None
     check_field_type(owner, name, value, float, allow_none)
 
 
+def check_finite_number(owner: str, name: str, value, allow_none: bool = False) -> None:
+    """:func:`check_number`, then :func:`check_finite`: a finite real number (or ``None`` where ``allow_none``), for a
+    keyword argument that a config's annotations do not cover."""
+    check_number(owner, name, value, allow_none)
+    check_finite(owner, name, value)
+
+
 def check_count(owner: str, name: str, value, least: int = 0, most: float = math.inf) -> None:
     """Raise naming ``owner``'s argument ``name`` unless ``value`` is an integer in ``least..most``: ``TypeError`` for
     another type (a bool, a float, a string, None), ``ValueError`` out of range. For sizes, counts and seeds, where a

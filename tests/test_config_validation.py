@@ -281,6 +281,38 @@ def test_keyword_argument_refuses_a_non_finite_number_by_name(name, keyword, kin
             build(**{keyword: value})
 
 
+def _typed_keywords(target) -> dict[str, str]:
+    """Keyword arguments (those with a default) annotated as a number or a bool, alone or optional, with a value
+    of another type for each: a string for a number, a string that reads as false for a bool."""
+    function = target.__init__ if isinstance(target, type) else target
+    hints = typing.get_type_hints(function)
+    wrong = {}
+    for name, parameter in inspect.signature(function).parameters.items():
+        annotation = hints.get(name)
+        union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        kinds = set(typing.get_args(annotation) if union else (annotation,)) - {type(None)}
+        if parameter.default is not inspect.Parameter.empty and kinds and kinds <= {bool, int, float}:
+            wrong[name] = "no" if kinds == {bool} else "1"
+    return wrong
+
+
+@pytest.mark.parametrize(
+    ("name", "keyword", "wrong"),
+    [
+        pytest.param(name, keyword, wrong, id=f"{name}.{keyword}")
+        for name, (target, _) in KWARG_BUILDERS.items()
+        if isinstance(target, type) and issubclass(target, torch.optim.Optimizer)
+        for keyword, wrong in _typed_keywords(target).items()
+    ],
+)
+def test_an_optimizer_refuses_a_keyword_argument_of_another_type_by_name(name, keyword, wrong):
+    """Issue 72: a string in a number's place failed in a comparison naming nothing (``'<' not supported``) or
+    inside torch, and ``"no"`` in a bool's place was taken as true."""
+    _, build = KWARG_BUILDERS[name]
+    with pytest.raises(TypeError, match=rf"{name}: `{keyword}` must be"):
+        build(**{keyword: wrong})
+
+
 def test_nan_regularizer_coefficient_is_refused_as_reported():
     """Issue 16: ``RegularizedDPOConfig(regularizer_coef=nan)`` was accepted and trained NaN weights."""
     cls, build = CONFIG_BUILDERS["RegularizedDPOConfig"]

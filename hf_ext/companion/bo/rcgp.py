@@ -39,7 +39,7 @@ from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel, ScaleKernel
 from torch import Tensor, nn
 
-from hf_ext._validation import check_finite, check_number
+from hf_ext._validation import check_finite_number, check_number
 
 
 def robust_scale(values: Tensor) -> float:
@@ -151,8 +151,7 @@ class RobustConjugateGP(Model):
         if torch.isnan(train_Y).any() or not torch.isfinite(train_X).all():
             raise ValueError("RobustConjugateGP: `train_Y` must not contain NaN and `train_X` must be finite")
         check_threshold("RobustConjugateGP", c, epsilon)
-        check_number("RobustConjugateGP", "prior_mean", prior_mean, allow_none=True)
-        check_finite("RobustConjugateGP", "prior_mean", prior_mean)
+        check_finite_number("RobustConjugateGP", "prior_mean", prior_mean, allow_none=True)
         if train_X.dim() > 2 and (c is None or prior_mean is None):
             raise ValueError(
                 f"RobustConjugateGP: batched data (batch_shape {tuple(train_X.shape[:-2])}) need `c` and `prior_mean` "

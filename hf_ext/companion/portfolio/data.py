@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hf_ext._validation import check_count, check_finite, check_number
+from hf_ext._validation import check_count, check_finite_number
 
 DATASETS = ("djia", "msci", "nyse_n", "nyse_o", "sp500", "tse")
 
@@ -70,8 +70,7 @@ def synthetic_relatives(
         check_count("synthetic_relatives", name, value, 1)
     check_count("synthetic_relatives", "seed", seed, 0)
     for name, value in (("volatility", volatility), ("reversion", reversion)):
-        check_number("synthetic_relatives", name, value)
-        check_finite("synthetic_relatives", name, value)
+        check_finite_number("synthetic_relatives", name, value)
     if not (volatility >= 0 and 0 <= reversion < 1):
         raise ValueError(
             "synthetic_relatives: `volatility` must be >= 0 and `reversion` in [0, 1) (a stationary AR(1)), got "

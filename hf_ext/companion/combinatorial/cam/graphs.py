@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hf_ext._validation import check_count, check_finite, check_number
+from hf_ext._validation import check_count, check_finite_number
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,7 @@ def batch_graphs(graphs) -> GraphBatch:
 
 
 def _check_probability(owner: str, name: str, value) -> None:
-    check_number(owner, name, value)
-    check_finite(owner, name, value)
+    check_finite_number(owner, name, value)
     if not 0 <= value <= 1:
         raise ValueError(f"{owner}: `{name}` must be a probability in [0, 1], got {value!r}")
 
@@ -122,8 +121,7 @@ def rb_graph(num_vars: int, domain: int, seed: int, p: float = 0.25, r: float = 
     check_count("rb_graph", "domain", domain, 1)
     check_count("rb_graph", "seed", seed, 0)
     _check_probability("rb_graph", "p", p)
-    check_number("rb_graph", "r", r)
-    check_finite("rb_graph", "r", r)
+    check_finite_number("rb_graph", "r", r)
     if not r >= 0:
         raise ValueError(f"rb_graph: `r` must be >= 0, got {r!r}")
     rng = np.random.default_rng(seed)

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from hf_ext._validation import check_count, check_finite, check_number
+from hf_ext._validation import check_count, check_finite_number, check_number
 
 
 def gather(indptr: np.ndarray, indices: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -256,8 +256,7 @@ def cost_regime_instance(
     check_count("cost_regime_instance", "n_columns", n_columns, 1)
     check_count("cost_regime_instance", "seed", seed, 0)
     check_count("cost_regime_instance", "columns_per_row", columns_per_row, 1)
-    check_number("cost_regime_instance", "beasley_rows_per_column", beasley_rows_per_column)
-    check_finite("cost_regime_instance", "beasley_rows_per_column", beasley_rows_per_column)
+    check_finite_number("cost_regime_instance", "beasley_rows_per_column", beasley_rows_per_column)
     if not beasley_rows_per_column > 0:
         raise ValueError(f"cost_regime_instance: `beasley_rows_per_column` must be > 0, got {beasley_rows_per_column}")
     n_rows = max(1, n_columns // columns_per_row)

@@ -48,7 +48,10 @@ def check_number(owner: str, name: str, value, allow_none: bool = False) -> None
 
 def check_finite_number(owner: str, name: str, value, allow_none: bool = False) -> None:
     """:func:`check_number`, then :func:`check_finite`: a finite real number (or ``None`` where ``allow_none``), for a
-    keyword argument that a config's annotations do not cover."""
+    keyword argument that a config's annotations do not cover. A one-element tensor is read as its number: torch's
+    optimizers take a tensor ``lr``."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
     check_number(owner, name, value, allow_none)
     check_finite(owner, name, value)
 
@@ -57,6 +60,7 @@ def check_count(owner: str, name: str, value, least: int = 0, most: float = math
     """Raise naming ``owner``'s argument ``name`` unless ``value`` is an integer in ``least..most``: ``TypeError`` for
     another type (a bool, a float, a string, None), ``ValueError`` out of range. For sizes, counts and seeds, where a
     float would fail deep inside numpy or torch and a None seed would draw what no rerun can reproduce."""
+    check_finite(owner, name, value)
     allowed = f">= {least}" if most == math.inf else f"in {least}..{most}"
     message = f"{owner}: `{name}` must be an integer {allowed}, got {value!r}"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

@@ -28,12 +28,14 @@ import hf_ext.recipes
 from hf_ext.optim import (
     NGN,
     SPS,
+    BatchSchedule,
     DecentralizedMetricsCallback,
     DecentralizedSGD,
     GradientSmoothing,
     Scion,
     ShardedMuon,
     SymmetryCurvature,
+    Topology,
 )
 from hf_ext.plasticity import PlasticityCallback
 from hf_ext.quant import (
@@ -311,6 +313,47 @@ def test_an_optimizer_refuses_a_keyword_argument_of_another_type_by_name(name, k
     _, build = KWARG_BUILDERS[name]
     with pytest.raises(TypeError, match=rf"{name}: `{keyword}` must be"):
         build(**{keyword: wrong})
+
+
+def _params():
+    return [nn.Parameter(torch.ones(3, 2))]
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "message"),
+    [
+        (lambda: ShardedMuon(_params(), eps=-1.0), ValueError, "ShardedMuon: `eps` must be >= 0, got -1.0"),
+        (lambda: ShardedMuon(_params(), ns_coefficients=(1.0,)), TypeError, "`ns_coefficients` must be three numbers"),
+        (lambda: ShardedMuon(_params(), ns_steps=0), ValueError, "ShardedMuon: `ns_steps` must be an integer >= 1"),
+        (
+            lambda: ShardedMuon(_params(), adjust_lr_fn="bogus"),
+            ValueError,
+            r"ShardedMuon: `adjust_lr_fn` must be one of \[None, 'original', 'match_rms_adamw'\], got 'bogus'",
+        ),
+        (
+            lambda: SymmetryCurvature(_params(), betas=0.9),
+            TypeError,
+            r"`betas` must be two numbers in \[0, 1\), got 0.9",
+        ),
+        (lambda: _smoothed(weights="ab"), TypeError, "GradientSmoothing: `weights` must be a sequence of numbers"),
+        (lambda: _smoothed(weights=["a"]), TypeError, "GradientSmoothing: `weights` must be a number, got 'a'"),
+        (lambda: BatchSchedule(5, 8, 16), TypeError, "BatchSchedule: `budgets` must be a list of token counts, got 5"),
+        (lambda: BatchSchedule(["1e6"], 8, 16), TypeError, "BatchSchedule: `budgets` must be a number, got '1e6'"),
+        (lambda: BatchSchedule([10**6], 8, 16, max_seq_len=INF), TypeError, "`max_seq_len` must be an integer or None"),
+        (
+            lambda: BatchSchedule([10**6], True, 16),
+            TypeError,
+            "BatchSchedule: `batch_size` must be an integer, got True",
+        ),
+        (lambda: Topology("ring", True), ValueError, "Topology: `world_size` must be a positive integer, got True"),
+    ],
+)
+def test_the_optimizers_structured_arguments_are_refused_by_name(build, error, message):
+    """Issue 72: each of these was taken (``eps=-1``, ``ns_coefficients=(1.0,)``, ``max_seq_len=inf``,
+    ``batch_size=True``, ``world_size=True``) or failed naming nothing (``'int' object is not iterable``, torch's
+    ``Adjust learning rate function bogus is not supported``)."""
+    with pytest.raises(error, match=message):
+        build()
 
 
 def test_nan_regularizer_coefficient_is_refused_as_reported():

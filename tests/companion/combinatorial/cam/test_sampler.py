@@ -74,7 +74,7 @@ def test_local_search_improves_every_chain_before_the_best_is_kept(problem, sear
         (3, 0, ValueError, "`chains` must be an integer >= 1, got 0"),
         (2.5, 2, TypeError, "`steps` must be an integer >= 1, got 2.5"),
         (3, "2", TypeError, "`chains` must be an integer >= 1, got '2'"),
-        (float("nan"), 2, TypeError, "`steps` must be an integer >= 1, got nan"),
+        (float("nan"), 2, ValueError, "`steps` must be a finite number, got nan"),
     ],
 )
 def test_steps_and_chains_that_are_not_integers_at_least_one_are_refused(steps, chains, error, message):

@@ -76,8 +76,8 @@ def test_generative_neighbourhood_is_bounded_and_connected(instance):
         (lambda: ColumnDenoiser(rounds=None), TypeError, "ColumnDenoiser: `rounds` must be an integer >= 0, got None"),
         (
             lambda: GenerativeNeighbourhood(ColumnDenoiser(), region_factor=float("nan")),
-            TypeError,
-            "GenerativeNeighbourhood: `region_factor` must be an integer >= 1, got nan",
+            ValueError,
+            "GenerativeNeighbourhood: `region_factor` must be a finite number, got nan",
         ),
         (
             lambda: GenerativeNeighbourhood(ColumnDenoiser(), steps=1),

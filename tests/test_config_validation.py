@@ -323,6 +323,7 @@ def _params():
     ("build", "error", "message"),
     [
         (lambda: ShardedMuon(_params(), eps=-1.0), ValueError, "ShardedMuon: `eps` must be >= 0, got -1.0"),
+        (lambda: ShardedMuon(_params(), lr=-1.0), ValueError, "ShardedMuon: `lr` must be >= 0, got -1.0"),
         (lambda: ShardedMuon(_params(), ns_coefficients=(1.0,)), TypeError, "`ns_coefficients` must be three numbers"),
         (lambda: ShardedMuon(_params(), ns_steps=0), ValueError, "ShardedMuon: `ns_steps` must be an integer >= 1"),
         (
@@ -336,6 +337,7 @@ def _params():
             r"`betas` must be two numbers in \[0, 1\), got 0.9",
         ),
         (lambda: _smoothed(weights="ab"), TypeError, "GradientSmoothing: `weights` must be a sequence of numbers"),
+        (lambda: _smoothed(blocks=3), TypeError, "GradientSmoothing: `blocks` must be a submodule's name, a sequence"),
         (lambda: _smoothed(weights=["a"]), TypeError, "GradientSmoothing: `weights` must be a number, got 'a'"),
         (lambda: BatchSchedule(5, 8, 16), TypeError, "BatchSchedule: `budgets` must be a list of token counts, got 5"),
         (lambda: BatchSchedule(["1e6"], 8, 16), TypeError, "BatchSchedule: `budgets` must be a number, got '1e6'"),

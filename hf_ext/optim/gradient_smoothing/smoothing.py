@@ -288,6 +288,10 @@ class GradientSmoothing(OptimizerWrapper):
             _, blocks = find_blocks(model)
         elif isinstance(blocks, str):
             blocks = model.get_submodule(blocks)
+        elif not isinstance(blocks, Iterable):
+            raise TypeError(
+                f"GradientSmoothing: `blocks` must be a submodule's name, a sequence of modules or None, got {blocks!r}"
+            )
         blocks = list(blocks)
         if len(blocks) < 2:
             raise ValueError(f"GradientSmoothing: need at least 2 blocks, got {len(blocks)}")

@@ -61,8 +61,9 @@ class ShardedMuon(torch.optim.Muon):
             raise TypeError(f"ShardedMuon: `ns_coefficients` must be three numbers (a, b, c), got {ns_coefficients!r}")
         for coefficient in ns_coefficients:
             check_finite_number("ShardedMuon", "ns_coefficients", coefficient)
-        if not eps >= 0:
-            raise ValueError(f"ShardedMuon: `eps` must be >= 0, got {eps}")
+        for name, value in (("lr", lr), ("weight_decay", weight_decay), ("eps", eps)):
+            if not value >= 0:  # torch's own message names neither the optimizer nor the argument
+                raise ValueError(f"ShardedMuon: `{name}` must be >= 0, got {value}")
         if adjust_lr_fn not in ADJUST_LR_FNS:
             raise ValueError(f"ShardedMuon: `adjust_lr_fn` must be one of {list(ADJUST_LR_FNS)}, got {adjust_lr_fn!r}")
         # torch's checks and defaults, read off a Muon of one placeholder matrix: torch.optim.Muon's constructor

@@ -142,6 +142,12 @@ def test_refuses_a_bad_x0_at_construction(x0, message):
         SepCMAES(x0, ESConfig())
 
 
+def test_refuses_an_x0_that_is_not_numbers_by_name():
+    """Issue 72: numpy's ``could not convert string to float`` named no argument."""
+    with pytest.raises(TypeError, match=r"SepCMAES: `x0` must be a non-empty 1-D sequence of numbers, got 'bogus'"):
+        SepCMAES("bogus", ESConfig())
+
+
 def test_refuses_a_config_made_bad_after_its_construction():
     config = ESConfig()
     config.sigma0 = float("inf")

@@ -35,7 +35,7 @@ class LNSConfig:
     def __post_init__(self):
         check_finite_fields(self)
         owner = type(self).__name__  # also the recipe's arguments, which subclass this config
-        if self.policy not in POLICIES:
+        if not isinstance(self.policy, str) or self.policy not in POLICIES:
             raise ValueError(f"{owner}: `policy` must be one of {list(POLICIES)}, got {self.policy!r}")
         for name in ("neighbourhood_size", "max_iterations"):
             if getattr(self, name) < 1:

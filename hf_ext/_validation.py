@@ -8,8 +8,11 @@ never sees the loss runs :func:`check_finite_gradients` before it changes a weig
 """
 
 import dataclasses
+import functools
 import math
 import numbers
+import types
+import typing
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -40,22 +43,83 @@ def check_finite(owner: str, name: str, value, allow_infinite: bool = False) -> 
 def check_number(owner: str, name: str, value, allow_none: bool = False) -> None:
     """Raise ``TypeError`` naming ``owner``'s field ``name`` unless ``value`` is a real number (or ``None`` where
     ``allow_none``): a string read from a config would otherwise fail inside a comparison, naming nothing."""
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        allowed = "a number or None" if allow_none else "a number"
-        raise TypeError(f"{owner}: `{name}` must be {allowed}, got {value!r} ({type(value).__name__})")
+    check_field_type(owner, name, value, float, allow_none)
+
+
+def check_finite_number(owner: str, name: str, value, allow_none: bool = False) -> None:
+    """:func:`check_number`, then :func:`check_finite`: a finite real number (or ``None`` where ``allow_none``), for a
+    keyword argument that a config's annotations do not cover. A one-element tensor is read as its number: torch's
+    optimizers take a tensor ``lr``."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    check_number(owner, name, value, allow_none)
+    check_finite(owner, name, value)
+
+
+def check_count(owner: str, name: str, value, least: int = 0, most: float = math.inf) -> None:
+    """Raise naming ``owner``'s argument ``name`` unless ``value`` is an integer in ``least..most``: ``TypeError`` for
+    another type (a bool, a float, a string, None), ``ValueError`` out of range. For sizes, counts and seeds, where a
+    float would fail deep inside numpy or torch and a None seed would draw what no rerun can reproduce."""
+    check_finite(owner, name, value)
+    allowed = f">= {least}" if most == math.inf else f"in {least}..{most}"
+    message = f"{owner}: `{name}` must be an integer {allowed}, got {value!r}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(message)
+    if not least <= value <= most:
+        raise ValueError(message)
 
 
 def check_finite_fields(config, allow_infinite: Iterable[str] = ()) -> None:
-    """Apply :func:`check_finite` to every field of the dataclass instance ``config``.
+    """Apply :func:`check_finite` to every field of the dataclass instance ``config``, then :func:`check_field_type`
+    to each field annotated as a number or a bool.
 
     ``allow_infinite`` names the fields where ``inf`` means something (an unlimited budget, say).
     """
     owner = type(config).__name__
     allow_infinite = set(allow_infinite)
+    kinds = _scalar_field_kinds(type(config))
     for field in dataclasses.fields(config):
-        check_finite(owner, field.name, getattr(config, field.name), field.name in allow_infinite)
+        value = getattr(config, field.name)
+        check_finite(owner, field.name, value, field.name in allow_infinite)
+        if field.name in kinds:
+            check_field_type(owner, field.name, value, *kinds[field.name])
+
+
+_ALLOWED = {bool: "True or False", int: "an integer", float: "a number"}
+
+
+def check_field_type(owner: str, name: str, value, kind: type, allow_none: bool = False) -> None:
+    """Raise ``TypeError`` naming ``owner``'s field ``name`` unless ``value`` is of ``kind`` (``bool``, ``int`` or
+    ``float``, which takes any real number but a bool) or ``None`` where ``allow_none``: a string or a bool in a
+    number's place would fail in a comparison naming nothing, or pass one (``"no"`` is true)."""
+    if value is None and allow_none:
+        return
+    if kind is bool:
+        ok = isinstance(value, bool)
+    else:
+        ok = isinstance(value, numbers.Integral if kind is int else numbers.Real) and not isinstance(value, bool)
+    if not ok:
+        allowed = _ALLOWED[kind] + (" or None" if allow_none else "")
+        raise TypeError(f"{owner}: `{name}` must be {allowed}, got {value!r} ({type(value).__name__})")
+
+
+@functools.cache
+def _scalar_field_kinds(cls: type) -> dict[str, tuple[type, bool]]:
+    """``{field: (kind, whether None is allowed)}`` for the fields of the dataclass ``cls`` annotated as a ``bool``,
+    an ``int`` or a ``float`` (``int | float`` is a float), alone or optional; a class whose annotations cannot be
+    resolved is skipped."""
+    try:  # transformers' PreTrainedConfig annotates `dtype` as "torch.dtype" without importing torch at run time
+        hints = typing.get_type_hints(cls, localns={"torch": torch})
+    except Exception:
+        return {}
+    kinds = {}
+    for name, annotation in hints.items():
+        union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        args = set(typing.get_args(annotation)) if union else {annotation}
+        scalar = args - {type(None)}
+        if scalar in ({bool}, {int}, {float}, {int, float}):
+            kinds[name] = (float if float in scalar else scalar.pop(), type(None) in args)
+    return kinds
 
 
 def check_finite_loss(owner: str, loss, step: int) -> None:

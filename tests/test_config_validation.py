@@ -28,12 +28,14 @@ import hf_ext.recipes
 from hf_ext.optim import (
     NGN,
     SPS,
+    BatchSchedule,
     DecentralizedMetricsCallback,
     DecentralizedSGD,
     GradientSmoothing,
     Scion,
     ShardedMuon,
     SymmetryCurvature,
+    Topology,
 )
 from hf_ext.plasticity import PlasticityCallback
 from hf_ext.quant import (
@@ -153,6 +155,35 @@ def test_config_refuses_a_non_finite_number_by_field_name(name, field, kind, all
             build(**{field: value})
 
 
+def _own_scalar_cases():
+    """Fields our own config classes declare as a bool, an int or a float (alone or optional)."""
+    for name, cls in CONFIGS.items():
+        hints = typing.get_type_hints(cls, localns={"torch": torch})
+        own = {
+            n
+            for base in cls.__mro__
+            if base.__module__.startswith("hf_ext")
+            for n in vars(base).get("__annotations__", {})
+        }
+        for field in dataclasses.fields(cls):
+            union = typing.get_origin(hints[field.name]) in (typing.Union, types.UnionType)
+            kinds = set(typing.get_args(hints[field.name]) if union else (hints[field.name],)) - {type(None)}
+            if field.init and field.name in own and kinds in ({bool}, {int}, {float}, {int, float}):
+                wrong = {"bool": "no", "int": 2.5}.get(next(iter(kinds)).__name__ if len(kinds) == 1 else "float", "1")
+                yield pytest.param(name, field.name, wrong, id=f"{name}.{field.name}")
+
+
+@pytest.mark.parametrize(("name", "field", "wrong"), list(_own_scalar_cases()))
+def test_config_refuses_a_value_of_another_type_by_field_name(name, field, wrong):
+    """Issue 72: a string in a number's field failed in a comparison naming nothing (``'<' not supported between
+    instances of 'str' and 'int'``), and ``"no"`` in a bool's field or 2.5 in an integer's was taken."""
+    _, build = CONFIG_BUILDERS[name]
+    with pytest.raises(TypeError, match=rf"{name}: `{field}` must be (True or False|an integer|a number)"):
+        build(**{field: wrong})
+    with pytest.raises(TypeError, match=rf"{name}: `{field}` must be"):
+        build(**{field: "1"})
+
+
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_every_field_a_config_declares_has_help(name):
     """The config rule: our own fields carry ``metadata={"help": ...}`` for HfArgumentParser/TrlParser."""
@@ -250,6 +281,81 @@ def test_keyword_argument_refuses_a_non_finite_number_by_name(name, keyword, kin
     for value in _values(kind, allows_inf=False):
         with pytest.raises(ValueError, match=_refusal(keyword)):
             build(**{keyword: value})
+
+
+def _typed_keywords(target) -> dict[str, str]:
+    """Keyword arguments (those with a default) annotated as a number or a bool, alone or optional, with a value
+    of another type for each: a string for a number, a string that reads as false for a bool."""
+    function = target.__init__ if isinstance(target, type) else target
+    hints = typing.get_type_hints(function)
+    wrong = {}
+    for name, parameter in inspect.signature(function).parameters.items():
+        annotation = hints.get(name)
+        union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+        kinds = set(typing.get_args(annotation) if union else (annotation,)) - {type(None)}
+        if parameter.default is not inspect.Parameter.empty and kinds and kinds <= {bool, int, float}:
+            wrong[name] = "no" if kinds == {bool} else "1"
+    return wrong
+
+
+@pytest.mark.parametrize(
+    ("name", "keyword", "wrong"),
+    [
+        pytest.param(name, keyword, wrong, id=f"{name}.{keyword}")
+        for name, (target, _) in KWARG_BUILDERS.items()
+        if isinstance(target, type) and issubclass(target, torch.optim.Optimizer)
+        for keyword, wrong in _typed_keywords(target).items()
+    ],
+)
+def test_an_optimizer_refuses_a_keyword_argument_of_another_type_by_name(name, keyword, wrong):
+    """Issue 72: a string in a number's place failed in a comparison naming nothing (``'<' not supported``) or
+    inside torch, and ``"no"`` in a bool's place was taken as true."""
+    _, build = KWARG_BUILDERS[name]
+    with pytest.raises(TypeError, match=rf"{name}: `{keyword}` must be"):
+        build(**{keyword: wrong})
+
+
+def _params():
+    return [nn.Parameter(torch.ones(3, 2))]
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "message"),
+    [
+        (lambda: ShardedMuon(_params(), eps=-1.0), ValueError, "ShardedMuon: `eps` must be >= 0, got -1.0"),
+        (lambda: ShardedMuon(_params(), lr=-1.0), ValueError, "ShardedMuon: `lr` must be >= 0, got -1.0"),
+        (lambda: ShardedMuon(_params(), ns_coefficients=(1.0,)), TypeError, "`ns_coefficients` must be three numbers"),
+        (lambda: ShardedMuon(_params(), ns_steps=0), ValueError, "ShardedMuon: `ns_steps` must be an integer >= 1"),
+        (
+            lambda: ShardedMuon(_params(), adjust_lr_fn="bogus"),
+            ValueError,
+            r"ShardedMuon: `adjust_lr_fn` must be one of \[None, 'original', 'match_rms_adamw'\], got 'bogus'",
+        ),
+        (
+            lambda: SymmetryCurvature(_params(), betas=0.9),
+            TypeError,
+            r"`betas` must be two numbers in \[0, 1\), got 0.9",
+        ),
+        (lambda: _smoothed(weights="ab"), TypeError, "GradientSmoothing: `weights` must be a sequence of numbers"),
+        (lambda: _smoothed(blocks=3), TypeError, "GradientSmoothing: `blocks` must be a submodule's name, a sequence"),
+        (lambda: _smoothed(weights=["a"]), TypeError, "GradientSmoothing: `weights` must be a number, got 'a'"),
+        (lambda: BatchSchedule(5, 8, 16), TypeError, "BatchSchedule: `budgets` must be a list of token counts, got 5"),
+        (lambda: BatchSchedule(["1e6"], 8, 16), TypeError, "BatchSchedule: `budgets` must be a number, got '1e6'"),
+        (lambda: BatchSchedule([10**6], 8, 16, max_seq_len=INF), TypeError, "`max_seq_len` must be an integer or None"),
+        (
+            lambda: BatchSchedule([10**6], True, 16),
+            TypeError,
+            "BatchSchedule: `batch_size` must be an integer, got True",
+        ),
+        (lambda: Topology("ring", True), ValueError, "Topology: `world_size` must be a positive integer, got True"),
+    ],
+)
+def test_the_optimizers_structured_arguments_are_refused_by_name(build, error, message):
+    """Issue 72: each of these was taken (``eps=-1``, ``ns_coefficients=(1.0,)``, ``max_seq_len=inf``,
+    ``batch_size=True``, ``world_size=True``) or failed naming nothing (``'int' object is not iterable``, torch's
+    ``Adjust learning rate function bogus is not supported``)."""
+    with pytest.raises(error, match=message):
+        build()
 
 
 def test_nan_regularizer_coefficient_is_refused_as_reported():

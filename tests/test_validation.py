@@ -3,7 +3,13 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from hf_ext._validation import check_finite, check_finite_fields, check_finite_gradients
+from hf_ext._validation import (
+    check_count,
+    check_finite,
+    check_finite_fields,
+    check_finite_gradients,
+    check_finite_number,
+)
 
 
 @dataclass
@@ -53,3 +59,23 @@ def test_check_finite_gradients_names_the_first_bad_gradient_and_lets_large_fini
     groups[2]["param_names"] = ["a", "b", "c"]
     with pytest.raises(FloatingPointError, match="Opt: the gradient of b holds NaN or inf"):
         check_finite_gradients("Opt", groups)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [(-1, ValueError), (11, ValueError), (2.5, TypeError), ("3", TypeError), (True, TypeError)]
+)
+def test_check_count_refuses_a_wrong_type_and_a_value_out_of_range_by_name(value, error):
+    check_count("Owner", "size", 3, 0, 10)
+    with pytest.raises(error, match=rf"Owner: `size` must be an integer in 0..10, got {value!r}"):
+        check_count("Owner", "size", value, 0, 10)
+    with pytest.raises(ValueError, match="Owner: `size` must be a finite number, got nan"):  # as a config's NaN
+        check_count("Owner", "size", float("nan"), 0, 10)
+
+
+def test_check_finite_number_refuses_another_type_and_nan_and_reads_a_one_element_tensor():
+    check_finite_number("Owner", "lr", torch.tensor(0.1))
+    check_finite_number("Owner", "c", None, allow_none=True)
+    with pytest.raises(TypeError, match=r"Owner: `lr` must be a number, got '0.1' \(str\)"):
+        check_finite_number("Owner", "lr", "0.1")
+    with pytest.raises(ValueError, match="Owner: `lr` must be a finite number, got nan"):
+        check_finite_number("Owner", "lr", torch.tensor(float("nan")))

@@ -66,7 +66,9 @@ class ZOConfig:
         if self.weight_decay < 0:
             raise ValueError(f"{type(self).__name__}: `weight_decay` must be >= 0, got {self.weight_decay}")
         if not isinstance(self.target_modules, str) and (
-            not self.target_modules or not all(isinstance(name, str) for name in self.target_modules)
+            not isinstance(self.target_modules, list | tuple)
+            or not self.target_modules
+            or not all(isinstance(name, str) for name in self.target_modules)
         ):
             raise ValueError(
                 f"{type(self).__name__}: `target_modules` must be 'all-linear', a regex string or a non-empty list "

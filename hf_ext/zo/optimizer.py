@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 import torch
 
 from .._sharded import local
-from .._validation import check_finite
+from .._validation import check_field_type, check_finite, check_finite_number
 from ..optim.shared.batching import scale_
 from .estimator import estimate_projected_gradients
 from .perturbation import ZOPerturbation, derive_seed
@@ -68,8 +68,7 @@ class ZOOptimizer(torch.optim.Optimizer):
             raise TypeError(f"ZOOptimizer: `perturbation` must be a ZOPerturbation, got {type(perturbation).__name__}")
         weight_decay = perturbation.config.weight_decay if weight_decay is None else weight_decay
         check_finite("ZOOptimizer", "seed", seed)
-        if not isinstance(seed, int):
-            raise TypeError(f"ZOOptimizer: `seed` must be an integer, got {seed!r}")
+        check_field_type("ZOOptimizer", "seed", seed, int)
         named = perturbation.named_parameters()
         if decay_names is None:
             decay_names = list(perturbation.matrix_names.values())
@@ -91,11 +90,11 @@ class ZOOptimizer(torch.optim.Optimizer):
         group = self.param_groups[-1]
         try:
             for name in ("lr", "weight_decay"):
-                check_finite("ZOOptimizer", name, group[name])
+                check_finite_number("ZOOptimizer", name, group[name])
                 if not group[name] >= 0:
                     raise ValueError(f"ZOOptimizer: `{name}` must be >= 0, got {group[name]}")
             self.perturbation.include(group["params"], owner="ZOOptimizer.add_param_group")
-        except ValueError:
+        except (TypeError, ValueError):
             self.param_groups.pop()
             raise
         self._record_steps()

@@ -22,6 +22,7 @@ from hf_ext.zo.targets import resolve_targets
         ({"power_iterations": -1}, "power_iterations"),
         ({"subspace_refresh_interval": 0}, "subspace_refresh_interval"),
         ({"target_modules": []}, "target_modules"),
+        ({"target_modules": 3}, "target_modules"),  # issue 72: "'int' object is not iterable"
         ({"weight_decay": -0.1}, "weight_decay"),
     ],
 )

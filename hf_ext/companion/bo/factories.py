@@ -40,7 +40,9 @@ from botorch.models.transforms import Standardize
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from torch import Tensor
 
-from .rcgp import RobustConjugateGP, robust_scale
+from hf_ext._validation import check_finite_fields
+
+from .rcgp import RobustConjugateGP, check_threshold, robust_scale
 
 ModelFactory = Callable[[Tensor, Tensor], Model]
 AcquisitionFactory = Callable[[Model, int], AcquisitionFunction | SamplingStrategy]
@@ -135,6 +137,12 @@ class RCGPFactory:
     max_iter: int = 20
     _warm_start: dict[str, Tensor] | None = field(default=None, init=False, repr=False, compare=False)
 
+    def __post_init__(self):
+        check_finite_fields(self)
+        check_threshold("RCGPFactory", self.c, self.epsilon)
+        if self.max_iter < 1:
+            raise ValueError(f"RCGPFactory: `max_iter` must be an integer >= 1, got {self.max_iter}")
+
     def __call__(self, X: Tensor, Y: Tensor) -> RobustConjugateGP:
         targets = robust_standardize(Y)[0]
         model = self._fitted(X, targets, self._warm_start)
@@ -179,6 +187,13 @@ class UCBFactory:
 
     dim: int
     beta_scale: float = 0.2
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        if self.dim < 1:
+            raise ValueError(f"UCBFactory: `dim` must be an integer >= 1, got {self.dim}")
+        if not self.beta_scale > 0:
+            raise ValueError(f"UCBFactory: `beta_scale` must be > 0, got {self.beta_scale}")
 
     def __call__(self, model: Model, t: int) -> UpperConfidenceBound:
         return UpperConfidenceBound(model, beta=ucb_beta(t, self.dim, scale=self.beta_scale))

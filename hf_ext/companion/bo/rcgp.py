@@ -39,6 +39,8 @@ from gpytorch.distributions import MultivariateNormal
 from gpytorch.kernels import Kernel, ScaleKernel
 from torch import Tensor, nn
 
+from hf_ext._validation import check_finite_number, check_number
+
 
 def robust_scale(values: Tensor) -> float:
     """The standard deviation of the finite ``values`` as Shamos's estimator sees it: ``1.0483`` times the median of
@@ -72,6 +74,17 @@ def adaptive_threshold(residuals: Tensor, epsilon: float = 0.05, max_scales: flo
     quantile = torch.quantile(magnitudes, 1 - epsilon, interpolation="lower").item()
     c = min(quantile, max_scales * robust_scale(residuals), finite.max().item())
     return c if c > 0 else 1.0
+
+
+def check_threshold(owner: str, c, epsilon) -> None:
+    """Refuse a weight threshold ``c`` (``None``: adaptive) or an adaptive quantile ``epsilon`` that RCGP cannot use,
+    naming ``owner``: at construction, not at the first fit."""
+    check_number(owner, "c", c, allow_none=True)
+    check_number(owner, "epsilon", epsilon)
+    if c is not None and not 0 < c < math.inf:
+        raise ValueError(f"{owner}: `c` must be a finite positive number or None, got {c}")
+    if not 0 < epsilon < 1:
+        raise ValueError(f"{owner}: `epsilon` must be in (0, 1), got {epsilon}")
 
 
 def _default_kernel(dim: int) -> Kernel:
@@ -137,10 +150,8 @@ class RobustConjugateGP(Model):
             )
         if torch.isnan(train_Y).any() or not torch.isfinite(train_X).all():
             raise ValueError("RobustConjugateGP: `train_Y` must not contain NaN and `train_X` must be finite")
-        if c is not None and not 0 < c < math.inf:
-            raise ValueError(f"RobustConjugateGP: `c` must be a finite positive number or None, got {c}")
-        if not 0 < epsilon < 1:
-            raise ValueError(f"RobustConjugateGP: `epsilon` must be in (0, 1), got {epsilon}")
+        check_threshold("RobustConjugateGP", c, epsilon)
+        check_finite_number("RobustConjugateGP", "prior_mean", prior_mean, allow_none=True)
         if train_X.dim() > 2 and (c is None or prior_mean is None):
             raise ValueError(
                 f"RobustConjugateGP: batched data (batch_shape {tuple(train_X.shape[:-2])}) need `c` and `prior_mean` "
@@ -183,6 +194,12 @@ class RobustConjugateGP(Model):
 
     @noise.setter
     def noise(self, value: float) -> None:
+        check_number("RobustConjugateGP", "noise", value)
+        low, high = self.noise_constraint.lower_bound.item(), self.noise_constraint.upper_bound.item()
+        if not low < value < high:  # its raw parameter would be NaN or infinite
+            raise ValueError(
+                f"RobustConjugateGP: `noise` must be in ({low:g}, {high:g}), where its fit keeps it, got {value}"
+            )
         with torch.no_grad():
             self.raw_noise.copy_(self.noise_constraint.inverse_transform(torch.as_tensor(value).to(self.raw_noise)))
 

@@ -97,14 +97,13 @@ class ESConfig:
             ("probe_interval", 1),
             ("max_evaluations", 1),
             ("max_restarts", 0),
-            ("seed", None),
+            ("seed", 0),  # numpy's generators take no negative seed
         ):
             value = getattr(self, name)
             if name == "max_evaluations" and value is None:
                 continue
-            if not _is_int(value) or (least is not None and value < least):
-                allowed = "an integer" + (f" >= {least}" if least is not None else "")
-                raise ValueError(f"{owner}: `{name}` must be {allowed}, got {value!r}")
+            if not _is_int(value) or value < least:
+                raise ValueError(f"{owner}: `{name}` must be an integer >= {least}, got {value!r}")
         if self.weights == "unbiased_pem" and self.resamples != 1:
             raise ValueError(f"{owner}: `resamples` must be 1 with weights='unbiased_pem', got {self.resamples}")
         if self.weights == "unbiased_pem" and self.max_reevaluations > MAX_UNBIASED_REEVALUATIONS:

@@ -28,7 +28,8 @@ def minimize(
     """Run :class:`SepCMAES` until ``config.max_evaluations`` (re-evaluations count) or the restarts run out.
 
     ``function`` runs on ``executor`` (picklable for one of other processes); an evaluation whose worker died
-    is submitted again ``retries`` times, then counted as NaN. The function raising stops the run with its error.
+    is submitted again ``retries`` times, then counted as NaN. The function raising stops the run with its error,
+    and an evaluation the executor refuses (shut down, broken for good) with ``RuntimeError``.
 
     A restart (IPOP: doubled popsize) starts from a uniform point of the box when it is bounded. The last
     population may be evaluated only in part, so the budget is never exceeded. The result's ``xbest`` is the
@@ -84,7 +85,8 @@ def minimize(
 
 
 def _evaluate(dispatcher: Dispatcher, X: np.ndarray) -> np.ndarray:
-    """The values of the rows of ``X`` (all in flight at once), in row order; a lost evaluation is NaN."""
+    """The values of the rows of ``X`` (all in flight at once), in row order; a lost evaluation is NaN, a refused
+    one raises ``RuntimeError``: NaN would make it the worst point and the run would return as if it had ended."""
     for row, x in enumerate(X):
         dispatcher.submit(row, x)
     values = np.empty(len(X))
@@ -93,6 +95,12 @@ def _evaluate(dispatcher: Dispatcher, X: np.ndarray) -> np.ndarray:
         if isinstance(outcome, Raised):
             dispatcher.cancel()
             raise outcome.error
+        if isinstance(outcome, Lost) and outcome.refused:
+            dispatcher.cancel()
+            raise RuntimeError(
+                f"minimize: the executor refused the evaluation of row {row} of the population ({outcome.reason}); "
+                "stopped, as a refused evaluation has no value: run again on a working executor"
+            )
         if isinstance(outcome, Lost):
             logger.warning("minimize: the evaluation of row %d was lost (%s), counted as NaN", row, outcome.reason)
             outcome = math.nan

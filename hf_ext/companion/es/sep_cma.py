@@ -56,7 +56,10 @@ class SepCMAES:
         if not isinstance(config, ESConfig):
             raise TypeError(f"SepCMAES: `config` must be an ESConfig, got {type(config).__name__}")
         config = self.config = dataclasses.replace(config)  # a checked copy: a field set after construction is checked
-        x0 = np.asarray(x0, dtype=float)
+        try:
+            x0 = np.asarray(x0, dtype=float)
+        except (TypeError, ValueError) as error:  # numpy's message names no argument
+            raise TypeError(f"SepCMAES: `x0` must be a non-empty 1-D sequence of numbers, got {x0!r}") from error
         if x0.ndim != 1 or x0.size == 0:
             raise ValueError(f"SepCMAES: `x0` must be a non-empty 1-D sequence of numbers, got shape {x0.shape}")
         check_finite("SepCMAES", "x0", x0.tolist())

@@ -10,6 +10,8 @@ from typing import Protocol
 
 import numpy as np
 
+from hf_ext._validation import check_count, check_number
+
 
 class WeightScheme(Protocol):
     def reevaluate(self, means: np.ndarray, base: np.ndarray) -> np.ndarray:
@@ -71,6 +73,14 @@ class ResidualBootstrapPEM:
     """
 
     def __init__(self, replicates: int, band: int, max_reevaluations: int, pool_size: int, seed: int = 0):
+        for name, value, least in (
+            ("replicates", replicates, 1),
+            ("band", band, 0),
+            ("max_reevaluations", max_reevaluations, 0),
+            ("pool_size", pool_size, 2),
+            ("seed", seed, 0),
+        ):  # ESConfig's bounds: the scheme can also be built by hand
+            check_count("ResidualBootstrapPEM", name, value, least)
         self.replicates, self.band, self.cap = replicates, band, max_reevaluations
         self.pool_size = pool_size
         self.rng = np.random.default_rng(seed)
@@ -146,6 +156,8 @@ class UnbiasedPEM:
     """
 
     def __init__(self, max_reevaluations: int, seed: int = 0):
+        check_count("UnbiasedPEM", "max_reevaluations", max_reevaluations, 0)
+        check_count("UnbiasedPEM", "seed", seed, 0)
         self.cap = max_reevaluations
         self.rng = np.random.default_rng(seed)
 
@@ -197,6 +209,12 @@ class ProbeAndSwitch:
     """
 
     def __init__(self, pem: ResidualBootstrapPEM, threshold: float, probe_interval: int):
+        if not isinstance(pem, ResidualBootstrapPEM):
+            raise TypeError(f"ProbeAndSwitch: `pem` must be a ResidualBootstrapPEM, got {type(pem).__name__}")
+        check_number("ProbeAndSwitch", "threshold", threshold)
+        if not 0 <= threshold <= 1:
+            raise ValueError(f"ProbeAndSwitch: `threshold` must be an elite-flip rate in [0, 1], got {threshold}")
+        check_count("ProbeAndSwitch", "probe_interval", probe_interval, 1)
         self.pem, self.threshold, self.probe_interval = pem, threshold, probe_interval
         self.active = True
         self.generation = 0

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_ext._validation import check_count, check_finite_number
+
 DATASETS = ("djia", "msci", "nyse_n", "nyse_o", "sp500", "tse")
 
 
@@ -64,6 +66,16 @@ def synthetic_relatives(
     """A market with a known mean-reverting component, for tests: log-returns of an AR(1) with coefficient
     ``-reversion`` plus noise of scale ``volatility``, with one asset drifting up, so sparse strategies have a winner.
     """
+    for name, value in (("periods", periods), ("assets", assets)):
+        check_count("synthetic_relatives", name, value, 1)
+    check_count("synthetic_relatives", "seed", seed, 0)
+    for name, value in (("volatility", volatility), ("reversion", reversion)):
+        check_finite_number("synthetic_relatives", name, value)
+    if not (volatility >= 0 and 0 <= reversion < 1):
+        raise ValueError(
+            "synthetic_relatives: `volatility` must be >= 0 and `reversion` in [0, 1) (a stationary AR(1)), got "
+            f"{volatility} and {reversion}"
+        )
     generator = np.random.default_rng(seed)
     noise = generator.normal(0.0, volatility, size=(periods, assets))
     drift = np.zeros(assets)

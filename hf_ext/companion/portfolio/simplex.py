@@ -6,6 +6,8 @@ On the simplex, ``||b||_0 <= K`` iff ``1 - (sum of the K largest entries of b) =
 
 import numpy as np
 
+from hf_ext._validation import check_count
+
 
 def project_simplex(y: np.ndarray) -> np.ndarray:
     """Euclidean projection of each row of ``y`` (or of the vector ``y``) onto the probability simplex.
@@ -41,6 +43,7 @@ def dc_penalty(b: np.ndarray, k: int) -> float:
 def project_k_sparse(b: np.ndarray, k: int) -> np.ndarray:
     """The nearest point to ``b`` on the simplex with at most ``k`` nonzero entries: project its ``k`` largest
     entries onto the simplex (exact for Euclidean distance, Kyrillidis et al. 2013), zero the rest."""
+    check_count("project_k_sparse", "k", k, 1, len(b))
     keep = np.argpartition(-b, k - 1)[:k]
     sparse = np.zeros_like(b)
     sparse[keep] = project_simplex(b[keep])

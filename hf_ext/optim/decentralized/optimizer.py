@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from ..._validation import check_finite
+from ..._validation import check_finite_number
 from ..shared.first_step import check_first_step
 from ..shared.wrapper import OptimizerWrapper
 from .gossip import GossipCommunicator
@@ -74,7 +74,7 @@ class DecentralizedSGD(OptimizerWrapper):
             )
         if order not in ORDERS:
             raise ValueError(f"DecentralizedSGD: `order` must be one of {list(ORDERS)}, got {order!r}")
-        check_finite("DecentralizedSGD", "bucket_cap_mb", bucket_cap_mb)
+        check_finite_number("DecentralizedSGD", "bucket_cap_mb", bucket_cap_mb)
         if not bucket_cap_mb > 0:
             raise ValueError(f"DecentralizedSGD: `bucket_cap_mb` must be > 0, got {bucket_cap_mb}")
         self.communicator = GossipCommunicator(group)

@@ -141,7 +141,7 @@ class Topology:
     """
 
     def __init__(self, topology: str | Sequence[Sequence[float]] | torch.Tensor, world_size: int):
-        if not isinstance(world_size, int) or world_size < 1:
+        if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
             raise ValueError(f"Topology: `world_size` must be a positive integer, got {world_size!r}")
         self.world_size = world_size
         if isinstance(topology, str):

@@ -31,7 +31,7 @@ sharded and others not, another mesh or dimension) is refused at construction.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 from torch import nn
@@ -40,7 +40,7 @@ from torch.distributed.fsdp import FSDPModule
 from hf_ext.kernels import depth_smooth
 
 from ..._sharded import local, sharding
-from ..._validation import check_finite
+from ..._validation import check_count, check_finite_number
 from ..shared.first_step import check_first_step
 from ..shared.wrapper import OptimizerWrapper
 
@@ -281,12 +281,20 @@ class GradientSmoothing(OptimizerWrapper):
         super().__init__(base_optimizer)
         if mode not in MODES:
             raise ValueError(f"GradientSmoothing: `mode` must be one of {list(MODES)}, got {mode!r}")
-        for name, value in (("window", window), ("sigma", sigma), ("weights", weights)):
-            check_finite("GradientSmoothing", name, value)
+        check_count("GradientSmoothing", "window", window, 1)
+        check_finite_number("GradientSmoothing", "sigma", sigma, allow_none=True)
+        if weights is not None and (isinstance(weights, str) or not isinstance(weights, Iterable)):
+            raise TypeError(f"GradientSmoothing: `weights` must be a sequence of numbers or None, got {weights!r}")
+        for weight in weights or ():
+            check_finite_number("GradientSmoothing", "weights", weight)
         if blocks is None:
             _, blocks = find_blocks(model)
         elif isinstance(blocks, str):
             blocks = model.get_submodule(blocks)
+        elif not isinstance(blocks, Iterable):
+            raise TypeError(
+                f"GradientSmoothing: `blocks` must be a submodule's name, a sequence of modules or None, got {blocks!r}"
+            )
         blocks = list(blocks)
         if len(blocks) < 2:
             raise ValueError(f"GradientSmoothing: need at least 2 blocks, got {len(blocks)}")

@@ -10,7 +10,7 @@ owner ranks under FSDP2.
 
 import torch
 
-from ..._validation import check_finite
+from ..._validation import check_finite_number
 from ...models.layout import model_layout
 from ..shared.first_step import check_first_step
 from .sharded import ShardedMuon
@@ -60,7 +60,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
                 f"got {use_muon!r}"
             )
         lr = param_group.get("lr", self.defaults["lr"])
-        check_finite("MuonWithAdamW", "lr", lr)
+        check_finite_number("MuonWithAdamW", "lr", lr)
         if not lr >= 0:
             raise ValueError(f"MuonWithAdamW: `lr` must be >= 0, got {lr}")
         params = param_group["params"]

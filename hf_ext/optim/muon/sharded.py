@@ -24,11 +24,13 @@ import torch
 from torch.optim._muon import _adjust_lr
 
 from ..._sharded import local
-from ..._validation import check_finite
+from ..._validation import check_count, check_field_type, check_finite, check_finite_number
 from ..shared.batching import apply_batched, scale_
 from ..shared.first_step import check_first_step
 from ..shared.newton_schulz import newton_schulz
 from ..shared.sharding import OwnerExchange
+
+ADJUST_LR_FNS = (None, "original", "match_rms_adamw")  # torch.optim.Muon's
 
 
 class ShardedMuon(torch.optim.Muon):
@@ -50,9 +52,20 @@ class ShardedMuon(torch.optim.Muon):
     ):
         """torch's arguments and defaults; a NaN/inf number is refused by name first (torch's own checks let a NaN
         ``lr`` through to a comparison message and do not look at ``eps``)."""
-        numbers = {"lr": lr, "weight_decay": weight_decay, "momentum": momentum, "eps": eps, "ns_steps": ns_steps}
-        for name, value in (*numbers.items(), ("ns_coefficients", list(ns_coefficients))):
-            check_finite("ShardedMuon", name, value)
+        for name, value in (("lr", lr), ("weight_decay", weight_decay), ("momentum", momentum), ("eps", eps)):
+            check_finite_number("ShardedMuon", name, value)
+        check_count("ShardedMuon", "ns_steps", ns_steps, 1)
+        check_field_type("ShardedMuon", "nesterov", nesterov, bool)
+        check_finite("ShardedMuon", "ns_coefficients", ns_coefficients)
+        if not isinstance(ns_coefficients, tuple | list) or len(ns_coefficients) != 3:
+            raise TypeError(f"ShardedMuon: `ns_coefficients` must be three numbers (a, b, c), got {ns_coefficients!r}")
+        for coefficient in ns_coefficients:
+            check_finite_number("ShardedMuon", "ns_coefficients", coefficient)
+        for name, value in (("lr", lr), ("weight_decay", weight_decay), ("eps", eps)):
+            if not value >= 0:  # torch's own message names neither the optimizer nor the argument
+                raise ValueError(f"ShardedMuon: `{name}` must be >= 0, got {value}")
+        if adjust_lr_fn not in ADJUST_LR_FNS:
+            raise ValueError(f"ShardedMuon: `adjust_lr_fn` must be one of {list(ADJUST_LR_FNS)}, got {adjust_lr_fn!r}")
         # torch's checks and defaults, read off a Muon of one placeholder matrix: torch.optim.Muon's constructor
         # refuses 3-D parameters, which add_param_group takes here (stacks of experts).
         settings = torch.optim.Muon(
@@ -74,7 +87,7 @@ class ShardedMuon(torch.optim.Muon):
         super().add_param_group(param_group)
         group = self.param_groups[-1]
         try:
-            check_finite("ShardedMuon", "lr", group["lr"])
+            check_finite_number("ShardedMuon", "lr", group["lr"])
             if not group["lr"] >= 0:
                 raise ValueError(f"ShardedMuon: `lr` must be >= 0, got {group['lr']}")
             dims = (2, 3) if group["stacked"] is True else (2,)
@@ -85,7 +98,7 @@ class ShardedMuon(torch.optim.Muon):
                     f"matrices along the first axis, as mixture-of-experts tensors), got shapes {shapes} in a group "
                     f"with `stacked={group['stacked']!r}`"
                 )
-        except ValueError:
+        except (TypeError, ValueError):
             self.param_groups.pop()
             raise
 

@@ -12,10 +12,10 @@ Stage ``k`` takes as many whole steps as come nearest its ``T_k - T_{k-1}`` toke
 budgets (``Stage.end_tokens``) are what the data pipeline delivers, to the token.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..._validation import check_finite
+from ..._validation import check_field_type, check_finite_number
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,15 @@ class BatchSchedule:
         max_seq_len: int | None = None,
         multiple: int = 1,
     ):
-        for name, value in (("budgets", list(budgets)), ("seq_share", seq_share)):
-            check_finite("BatchSchedule", name, value)
+        if isinstance(budgets, str) or not isinstance(budgets, Iterable):
+            raise TypeError(f"BatchSchedule: `budgets` must be a list of token counts, got {budgets!r}")
+        for budget in budgets:
+            check_finite_number("BatchSchedule", "budgets", budget)
+        check_finite_number("BatchSchedule", "seq_share", seq_share)
+        check_field_type("BatchSchedule", "max_seq_len", max_seq_len, int, allow_none=True)
         for name, value in (("batch_size", batch_size), ("seq_len", seq_len), ("multiple", multiple)):
-            if not isinstance(value, int) or value < 1:
+            check_field_type("BatchSchedule", name, value, int)
+            if value < 1:
                 raise ValueError(f"BatchSchedule: `{name}` must be a positive integer, got {value!r}")
         if not budgets or any(not b > 0 for b in budgets):
             raise ValueError(

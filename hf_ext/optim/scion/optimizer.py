@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from ..._sharded import local, shard_group, sharding
-from ..._validation import check_finite, check_finite_gradients
+from ..._validation import check_field_type, check_finite, check_finite_gradients, check_finite_number
 from ...models.layout import ParamLayout, model_layout
 from ..shared.batching import apply_batched, scale_
 from ..shared.first_step import check_first_step
@@ -260,8 +260,11 @@ class Scion(torch.optim.Optimizer):
     @staticmethod
     def _check_settings(group: dict) -> None:
         """The settings of a group (or the defaults), without its parameters."""
-        for name in ("lr", "alpha", "scale", "ns_steps"):
-            check_finite("Scion", name, group[name])
+        for name in ("lr", "alpha", "scale"):
+            check_finite_number("Scion", name, group[name])
+        check_finite("Scion", "ns_steps", group["ns_steps"])
+        check_field_type("Scion", "ns_steps", group["ns_steps"], int)
+        check_field_type("Scion", "constrained", group["constrained"], bool)
         if group["norm"] not in CHOICES:
             raise ValueError(f"Scion: `norm` must be one of {list(CHOICES)}, got {group['norm']!r}")
         if not group["lr"] >= 0 or (group["constrained"] and group["lr"] > 1):
@@ -271,7 +274,7 @@ class Scion(torch.optim.Optimizer):
             raise ValueError(f"Scion: `alpha` must be in (0, 1], got {group['alpha']}")
         if not group["scale"] > 0:
             raise ValueError(f"Scion: `scale` must be > 0, got {group['scale']}")
-        if not isinstance(group["ns_steps"], int) or group["ns_steps"] < 1:
+        if group["ns_steps"] < 1:
             raise ValueError(f"Scion: `ns_steps` must be a positive integer, got {group['ns_steps']!r}")
 
     @staticmethod

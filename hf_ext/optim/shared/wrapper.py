@@ -4,7 +4,7 @@ from collections import OrderedDict
 
 import torch
 
-from ..._validation import check_finite
+from ..._validation import check_finite_number
 
 # What torch.optim.Optimizer.__init__ sets up for hooks; torch's pickling leaves these out and recreates them empty.
 _HOOKS = (
@@ -84,7 +84,7 @@ class OptimizerWrapper(torch.optim.Optimizer):
     def add_param_group(self, param_group: dict) -> None:
         """The base's, after checking ``lr`` (torch's own optimizers check it only at construction)."""
         lr = param_group.get("lr", self.defaults.get("lr", 0.0))
-        check_finite(type(self).__name__, "lr", lr)
+        check_finite_number(type(self).__name__, "lr", lr)
         if not lr >= 0:
             raise ValueError(f"{type(self).__name__}: `lr` of a param group must be >= 0, got {lr}")
         self.base_optimizer.add_param_group(param_group)

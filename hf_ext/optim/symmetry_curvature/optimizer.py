@@ -57,7 +57,7 @@ import torch
 from torch import nn
 
 from ..._sharded import local, shard_group, squared_norm_parts, sum_across
-from ..._validation import check_finite
+from ..._validation import check_finite, check_finite_number
 from ...models.layout import ParamLayout, model_layout
 from ..shared.first_step import check_first_step
 from ..shared.sharding import OwnerExchange
@@ -164,7 +164,7 @@ class SymmetryCurvature(torch.optim.Optimizer):
         defaults = {
             "lr": lr,
             "group": group,
-            "betas": tuple(betas),
+            "betas": tuple(betas) if isinstance(betas, tuple | list) else betas,  # else refused by name in _check
             "damping": damping,
             "weight_decay": weight_decay,
             "transposed": False,
@@ -192,10 +192,13 @@ class SymmetryCurvature(torch.optim.Optimizer):
 
     @staticmethod
     def _check(group: dict, index: int) -> None:
+        check_finite_number("SymmetryCurvature", "lr", group["lr"])
         lr = float(group["lr"])  # a tensor lr (for a scheduler under torch.compile) is read here, never in a step
-        for name in ("betas", "damping", "weight_decay"):
-            check_finite("SymmetryCurvature", name, group[name])
-        check_finite("SymmetryCurvature", "lr", lr)
+        for name in ("damping", "weight_decay"):
+            check_finite_number("SymmetryCurvature", name, group[name])
+        if not isinstance(group["betas"], tuple | list) or not all(isinstance(b, int | float) for b in group["betas"]):
+            raise TypeError(f"SymmetryCurvature: `betas` must be two numbers in [0, 1), got {group['betas']!r}")
+        check_finite("SymmetryCurvature", "betas", group["betas"])
         for name, allowed, ok in (
             ("lr", ">= 0", lr >= 0),
             ("damping", "> 0", group["damping"] > 0),

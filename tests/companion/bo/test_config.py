@@ -30,13 +30,28 @@ def test_every_field_has_help():
         ({"beta_scale": 0.0}, "`beta_scale` must be > 0, got 0.0"),
         ({"n_initial": 0}, r"`n_initial` must be an integer >= 1 or None \(2 \(d \+ 1\)\), got 0"),
         ({"num_restarts": 0}, "`num_restarts` must be an integer >= 1, got 0"),
-        ({"raw_samples": 2.5}, "`raw_samples` must be an integer >= 1, got 2.5"),
-        ({"ts_candidates": True}, "`ts_candidates` must be an integer >= 1, got True"),
-        ({"seed": "0"}, "`seed` must be an integer, got '0'"),
     ],
 )
 def test_bad_settings_are_refused_at_construction_by_name(kwargs, message):
     with pytest.raises(ValueError, match=f"BayesianOptimizationConfig: {message}"):
+        BayesianOptimizationConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"raw_samples": 2.5}, r"`raw_samples` must be an integer, got 2.5 \(float\)"),
+        ({"ts_candidates": True}, r"`ts_candidates` must be an integer, got True \(bool\)"),
+        ({"seed": "0"}, r"`seed` must be an integer, got '0' \(str\)"),
+        ({"asynchronous": "yes"}, r"`asynchronous` must be True or False, got 'yes' \(str\)"),
+        ({"c": "2"}, r"`c` must be a number or None, got '2' \(str\)"),
+        ({"beta_scale": None}, r"`beta_scale` must be a number, got None \(NoneType\)"),
+    ],
+)
+def test_a_setting_of_another_type_is_a_type_error_by_name(kwargs, message):
+    """Issue 72: a string in a number's field failed in a comparison naming nothing (``beta_scale=None``), or was
+    a ValueError; a wrong type is a TypeError, as for every config (hf_ext._validation.check_finite_fields)."""
+    with pytest.raises(TypeError, match=f"BayesianOptimizationConfig: {message}"):
         BayesianOptimizationConfig(**kwargs)
 
 

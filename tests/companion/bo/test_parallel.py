@@ -126,7 +126,7 @@ def test_an_asynchronous_run_keeps_q_in_flight_and_proposes_with_the_others_pend
 def test_the_parallel_settings_are_checked_by_name():
     with pytest.raises(ValueError, match="BayesianOptimizationConfig: `q` must be an integer >= 1, got 0"):
         BayesianOptimizationConfig(q=0)
-    with pytest.raises(ValueError, match="`asynchronous` must be True or False, got 'yes'"):
+    with pytest.raises(TypeError, match="`asynchronous` must be True or False, got 'yes'"):
         BayesianOptimizationConfig(asynchronous="yes")
     with pytest.raises(ValueError, match="`retries` must be an integer >= 0, got -1"):
         BayesianOptimization(BRANIN, BRANIN.bounds, retries=-1)

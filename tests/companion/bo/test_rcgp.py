@@ -17,7 +17,7 @@ from botorch.sampling import SobolQMCNormalSampler
 from gpytorch.kernels import MaternKernel, ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 
-from hf_ext.companion.bo import RobustConjugateGP, adaptive_threshold
+from hf_ext.companion.bo import RCGPFactory, RobustConjugateGP, UCBFactory, adaptive_threshold
 from hf_ext.companion.bo.rcgp import robust_scale
 
 C = 1.5
@@ -145,12 +145,49 @@ def test_adaptive_threshold_is_a_quantile_of_the_residuals_and_stays_finite():
         ({"c": 0.0}, "`c` must be a finite positive number or None"),
         ({"c": math.inf}, "`c` must be a finite positive number or None"),
         ({"epsilon": 1.0}, r"`epsilon` must be in \(0, 1\)"),
+        ({"noise": 0.0}, r"`noise` must be in \(0.0001, 1\), where its fit keeps it, got 0.0"),
+        ({"noise": -1.0}, r"`noise` must be in \(0.0001, 1\)"),
+        ({"noise": 2.5}, r"`noise` must be in \(0.0001, 1\)"),
+        ({"noise": math.nan}, r"`noise` must be in \(0.0001, 1\)"),
+        ({"prior_mean": math.nan}, "`prior_mean` must be a finite number"),
+        ({"prior_mean": math.inf}, "`prior_mean` must be a finite number"),
     ],
 )
 def test_bad_input_names_the_field(kwargs, message):
+    """Issue 72 added the noise and the prior mean: a noise outside the fit's interval made its raw parameter NaN or
+    infinite, and a NaN prior mean every residual NaN, without a word."""
     X, Y = _data()
     with pytest.raises(ValueError, match=message):
         RobustConjugateGP(**{"train_X": X, "train_Y": Y} | kwargs)
+
+
+@pytest.mark.parametrize("name", ["c", "epsilon", "prior_mean", "noise"])
+def test_a_setting_that_is_not_a_number_is_refused_by_name(name):
+    """Issue 72: a string failed in a comparison (``'<' not supported``) or in torch, naming nothing."""
+    X, Y = _data()
+    with pytest.raises(TypeError, match=rf"RobustConjugateGP: `{name}` must be a number"):
+        RobustConjugateGP(X, Y, **{name: "0.5"})
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: RCGPFactory(c=-1.0), r"RCGPFactory: `c` must be a finite positive number or None, got -1.0"),
+        (lambda: RCGPFactory(c=math.nan), r"RCGPFactory: `c` must be a (finite number|number)"),
+        (lambda: RCGPFactory(epsilon=0.0), r"RCGPFactory: `epsilon` must be in \(0, 1\), got 0.0"),
+        (lambda: RCGPFactory(epsilon="0.05"), r"RCGPFactory: `epsilon` must be a number, got '0.05'"),
+        (lambda: RCGPFactory(max_iter=0), r"RCGPFactory: `max_iter` must be an integer >= 1, got 0"),
+        (lambda: RCGPFactory(max_iter=2.5), r"RCGPFactory: `max_iter` must be an integer, got 2.5"),
+        (lambda: UCBFactory(0), r"UCBFactory: `dim` must be an integer >= 1, got 0"),
+        (lambda: UCBFactory("2"), r"UCBFactory: `dim` must be an integer, got '2'"),
+        (lambda: UCBFactory(2, beta_scale=-1.0), r"UCBFactory: `beta_scale` must be > 0, got -1.0"),
+        (lambda: UCBFactory(2, beta_scale=math.nan), r"UCBFactory: `beta_scale` must be a finite number"),
+    ],
+)
+def test_the_factories_refuse_bad_settings_at_construction(make, message):
+    """Issue 72: ``RCGPFactory`` and ``UCBFactory`` took any value and failed (or computed NaN) at the first fit."""
+    with pytest.raises((ValueError, TypeError), match=message):
+        make()
 
 
 def test_adaptive_threshold_stays_on_the_clean_scale_when_more_than_epsilon_is_corrupted():

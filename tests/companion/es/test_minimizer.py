@@ -1,6 +1,8 @@
+import concurrent.futures as cf
 import logging
 
 import numpy as np
+import pytest
 
 from hf_ext.companion.es import ESConfig, MinimizeResult, minimize
 
@@ -57,3 +59,26 @@ def test_minimize_keeps_the_budget_and_logs_nan(caplog):
 def test_ipop_restarts_double_the_population():
     result = minimize(sphere, np.ones(2), ESConfig(tolx=1e-2, max_evaluations=3000, max_restarts=3))
     assert result.restarts == 3
+
+
+class RefusesAfter(cf.Executor):
+    """Runs the first ``calls`` submissions in this process, then refuses every one as a shut-down pool does."""
+
+    def __init__(self, calls: int):
+        self.calls = calls
+
+    def submit(self, fn, /, *args, **kwargs):
+        if self.calls == 0:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        self.calls -= 1
+        future = cf.Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def test_an_evaluation_refused_after_the_run_started_stops_it():
+    """Issue 72: an executor that refused work after the first population counted each refusal as NaN and
+    minimize returned a result, as if the run had ended."""
+    config = ESConfig(popsize=6, max_evaluations=60, seed=0)
+    with pytest.raises(RuntimeError, match=r"minimize: the executor refused the evaluation of row 2 .*shutdown"):
+        minimize(sphere, np.ones(3), config, executor=RefusesAfter(calls=8))

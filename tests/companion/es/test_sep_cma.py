@@ -142,6 +142,12 @@ def test_refuses_a_bad_x0_at_construction(x0, message):
         SepCMAES(x0, ESConfig())
 
 
+def test_refuses_an_x0_that_is_not_numbers_by_name():
+    """Issue 72: numpy's ``could not convert string to float`` named no argument."""
+    with pytest.raises(TypeError, match=r"SepCMAES: `x0` must be a non-empty 1-D sequence of numbers, got 'bogus'"):
+        SepCMAES("bogus", ESConfig())
+
+
 def test_refuses_a_config_made_bad_after_its_construction():
     config = ESConfig()
     config.sigma0 = float("inf")
@@ -198,6 +204,7 @@ def test_a_generation_whose_reevaluations_cover_every_candidate_ends(weights):
         ({"max_evaluations": 0}, "`max_evaluations` must be an integer >= 1"),
         ({"lower": 1.0, "upper": 0.0}, "`lower` must be < `upper`"),
         ({"restarts": "bipop"}, r"`restarts` must be one of \['ipop', 'none'\]"),
+        ({"seed": -1}, "`seed` must be an integer >= 0, got -1"),  # issue 72: numpy's error at the first ask
     ],
 )
 def test_config_refuses_bad_values(fields, message):

@@ -202,3 +202,47 @@ def test_probe_and_switch_follows_the_measured_misranking(noise, active):
     if not active:  # back on hard weights: probes only every probe_interval generations
         np.testing.assert_array_equal(weights, LogWeights()(evaluations, base))
         assert switch.reevaluate(f, base).size == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (
+            lambda: ResidualBootstrapPEM(0, 2, 2, 4),
+            ValueError,
+            "ResidualBootstrapPEM: `replicates` must be an integer >= 1",
+        ),
+        (lambda: ResidualBootstrapPEM(8, -1, 2, 4), ValueError, "ResidualBootstrapPEM: `band` must be an integer >= 0"),
+        (lambda: ResidualBootstrapPEM(8, 2, 2.5, 4), TypeError, "`max_reevaluations` must be an integer >= 0, got 2.5"),
+        (
+            lambda: ResidualBootstrapPEM(8, 2, 2, 1),
+            ValueError,
+            "ResidualBootstrapPEM: `pool_size` must be an integer >= 2",
+        ),
+        (lambda: ResidualBootstrapPEM(8, 2, 2, 4, seed=None), TypeError, "`seed` must be an integer >= 0, got None"),
+        (lambda: UnbiasedPEM(-1), ValueError, r"UnbiasedPEM: `max_reevaluations` must be an integer >= 0, got -1"),
+        (lambda: UnbiasedPEM(2, seed="0"), TypeError, "UnbiasedPEM: `seed` must be an integer >= 0, got '0'"),
+        (
+            lambda: ProbeAndSwitch(LogWeights(), 0.1, 5),
+            TypeError,
+            "`pem` must be a ResidualBootstrapPEM, got LogWeights",
+        ),
+        (
+            lambda: ProbeAndSwitch(ResidualBootstrapPEM(8, 2, 2, 4), 1.5, 5),
+            ValueError,
+            r"`threshold` must be .* \[0, 1\]",
+        ),
+        (lambda: ProbeAndSwitch(ResidualBootstrapPEM(8, 2, 2, 4), "0.1", 5), TypeError, "`threshold` must be a number"),
+        (
+            lambda: ProbeAndSwitch(ResidualBootstrapPEM(8, 2, 2, 4), 0.1, 0),
+            ValueError,
+            "`probe_interval` must be an integer >= 1",
+        ),
+    ],
+)
+def test_schemes_built_by_hand_refuse_what_esconfig_refuses(make, error, message):
+    """Issue 72: built without an ESConfig, the schemes took any value: ``UnbiasedPEM(-1)`` re-evaluated all but
+    one candidate, ``ProbeAndSwitch(..., probe_interval=0)`` divided by zero at its first probe, a None seed drew
+    irreproducibly."""
+    with pytest.raises(error, match=message):
+        make()

@@ -54,3 +54,25 @@ def test_synthetic_market_is_seeded_and_positive():
     assert first.shape == (50, 4) and first.min() > 0
     np.testing.assert_array_equal(first, again)
     assert not np.array_equal(first, synthetic_relatives(50, 4, seed=4))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"periods": -1}, ValueError, "`periods` must be an integer >= 1, got -1"),
+        ({"assets": 0}, ValueError, "`assets` must be an integer >= 1, got 0"),
+        ({"seed": None}, TypeError, "`seed` must be an integer >= 0, got None"),
+        ({"volatility": float("nan")}, ValueError, "`volatility` must be a finite number"),
+        ({"volatility": "0.02"}, TypeError, "`volatility` must be a number"),
+        (
+            {"reversion": 1.0},
+            ValueError,
+            r"`volatility` must be >= 0 and `reversion` in \[0, 1\) \(a stationary AR\(1\)\), got 0.02 and 1.0",
+        ),
+    ],
+)
+def test_synthetic_relatives_refuses_bad_parameters_by_name(kwargs, error, message):
+    """Issue 72: a NaN volatility gave NaN relatives, ``reversion=2.5`` an explosive market, and numpy's errors
+    (``negative dimensions are not allowed``) named nothing."""
+    with pytest.raises(error, match=f"synthetic_relatives: {message}"):
+        synthetic_relatives(**kwargs)

@@ -59,3 +59,10 @@ def _on_support(y, support):
     b = np.zeros_like(y)
     b[list(support)] = project_simplex(y[list(support)])
     return b
+
+
+@pytest.mark.parametrize(("k", "error"), [(0, ValueError), (4, ValueError), (-1, ValueError), (1.5, TypeError)])
+def test_project_k_sparse_refuses_a_k_outside_one_to_the_number_of_assets(k, error):
+    """Issue 72: ``k=-1`` kept all but one asset and ``k=0`` failed inside numpy (``index -1 is out of bounds``)."""
+    with pytest.raises(error, match=rf"project_k_sparse: `k` must be an integer in 1..3, got {k}"):
+        project_k_sparse(np.ones(3) / 3, k)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from hf_ext._validation import check_finite
+from hf_ext._validation import check_count, check_finite_number
 
 
 @dataclass(frozen=True)
@@ -80,22 +80,17 @@ def batch_graphs(graphs) -> GraphBatch:
     return GraphBatch(graphs, adjacency, edges, degrees, graph_of, tuple(int(o) for o in offsets))
 
 
-def _check_count(owner: str, name: str, value, least: int, most: float = math.inf) -> None:
-    if not isinstance(value, int | np.integer) or isinstance(value, bool) or not least <= value <= most:
-        allowed = f">= {least}" if most == math.inf else f"in {least}..{most}"
-        raise ValueError(f"{owner}: `{name}` must be an integer {allowed}, got {value!r}")
-
-
 def _check_probability(owner: str, name: str, value) -> None:
-    check_finite(owner, name, value)
+    check_finite_number(owner, name, value)
     if not 0 <= value <= 1:
         raise ValueError(f"{owner}: `{name}` must be a probability in [0, 1], got {value!r}")
 
 
 def erdos_renyi(num_nodes: int, p: float, seed: int) -> Graph:
     """G(n, p): each pair an edge with probability ``p``."""
-    _check_count("erdos_renyi", "num_nodes", num_nodes, 0)
+    check_count("erdos_renyi", "num_nodes", num_nodes, 0)
     _check_probability("erdos_renyi", "p", p)
+    check_count("erdos_renyi", "seed", seed, 0)
     rng = np.random.default_rng(seed)
     i, j = np.triu_indices(num_nodes, k=1)
     keep = rng.random(i.shape[0]) < p
@@ -104,8 +99,9 @@ def erdos_renyi(num_nodes: int, p: float, seed: int) -> Graph:
 
 def barabasi_albert(num_nodes: int, m: int, seed: int) -> Graph:
     """Preferential attachment: each new node links to ``m`` distinct earlier nodes chosen by degree."""
-    _check_count("barabasi_albert", "num_nodes", num_nodes, 2)
-    _check_count("barabasi_albert", "m", m, 1, num_nodes - 1)
+    check_count("barabasi_albert", "num_nodes", num_nodes, 2)
+    check_count("barabasi_albert", "m", m, 1, num_nodes - 1)
+    check_count("barabasi_albert", "seed", seed, 0)
     rng = np.random.default_rng(seed)
     edges, ends = [], list(range(m))
     for new in range(m, num_nodes):
@@ -121,10 +117,11 @@ def barabasi_albert(num_nodes: int, m: int, seed: int) -> Graph:
 def rb_graph(num_vars: int, domain: int, seed: int, p: float = 0.25, r: float = 0.8) -> Graph:
     """Model RB as a hard MIS instance: ``num_vars`` cliques of ``domain`` nodes (one value per variable) and
     ``round(r n ln n)`` constraints, each forbidding ``round(p d^2)`` value pairs of two variables as edges."""
-    _check_count("rb_graph", "num_vars", num_vars, 2)
-    _check_count("rb_graph", "domain", domain, 1)
+    check_count("rb_graph", "num_vars", num_vars, 2)
+    check_count("rb_graph", "domain", domain, 1)
+    check_count("rb_graph", "seed", seed, 0)
     _check_probability("rb_graph", "p", p)
-    check_finite("rb_graph", "r", r)
+    check_finite_number("rb_graph", "r", r)
     if not r >= 0:
         raise ValueError(f"rb_graph: `r` must be >= 0, got {r!r}")
     rng = np.random.default_rng(seed)

@@ -11,9 +11,11 @@ from safetensors.torch import save_file
 from torch import nn
 
 from hf_ext._files import open_safetensors, read_json
+from hf_ext._validation import check_count
 
 from .config import check_aggregation
 from .graphs import GraphBatch
+from .problems import check_problem
 
 
 def standardize_per_graph(values: torch.Tensor, batch: GraphBatch, eps: float = 1e-5) -> torch.Tensor:
@@ -29,15 +31,20 @@ def standardize_per_graph(values: torch.Tensor, batch: GraphBatch, eps: float = 
 
 
 class FlipGNN(nn.Module):
-    """Per-node flip logits ``(B, N)`` for ``B`` states ``x`` at times ``t`` in [0, 1]."""
+    """Per-node flip logits ``(B, N)`` for ``B`` states ``x`` at times ``t`` in [0, 1].
 
-    def __init__(self, hidden: int = 32, layers: int = 3, aggregation: str = "mean"):
+    ``problem``: the problem the network is built and trained for (set by ``initial_model`` and ``train``; saved with
+    it), which ``solve`` and ``train`` hold it to; ``None`` (a bare network, an older checkpoint) is held to none.
+    """
+
+    def __init__(self, hidden: int = 32, layers: int = 3, aggregation: str = "mean", problem: str | None = None):
         super().__init__()
-        for name, value in (("hidden", hidden), ("layers", layers)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"FlipGNN: `{name}` must be an integer >= 1, got {value!r}")
+        check_count("FlipGNN", "hidden", hidden, 1)
+        check_count("FlipGNN", "layers", layers, 1)
         check_aggregation("FlipGNN", aggregation)
-        self.hidden, self.num_layers, self.aggregation = hidden, layers, aggregation
+        if problem is not None:
+            check_problem("FlipGNN", problem)
+        self.hidden, self.num_layers, self.aggregation, self.problem = hidden, layers, aggregation, problem
         self.embed = nn.Linear(4, hidden)
         self.layers = nn.ModuleList(
             nn.Sequential(nn.Linear(2 * hidden, hidden), nn.SiLU(), nn.Linear(hidden, hidden)) for _ in range(layers)
@@ -73,6 +80,7 @@ class FlipGNN(nn.Module):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         config = {"hidden": self.hidden, "layers": self.num_layers, "aggregation": self.aggregation}
+        config |= {"problem": self.problem} if self.problem is not None else {}
         (directory / "config.json").write_text(json.dumps(config))
         save_file({k: v.contiguous() for k, v in self.state_dict().items()}, str(directory / "model.safetensors"))
 
@@ -84,3 +92,14 @@ class FlipGNN(nn.Module):
         with open_safetensors(directory / "model.safetensors", "FlipGNN") as f:
             model.load_state_dict({k: f.get_tensor(k) for k in f.keys()})
         return model
+
+
+def check_trained_for(owner: str, model: nn.Module, problem: str) -> None:
+    """Refuse ``model`` when it was trained for another problem than ``problem``: its flip logits would follow the
+    other problem's energy, and a solution decoded from them looks like any other."""
+    trained_for = getattr(model, "problem", None)
+    if trained_for is not None and trained_for != problem:
+        raise ValueError(
+            f"{owner}: the model was trained for {trained_for!r}, not {problem!r}; train one for {problem!r} "
+            f"(CAMConfig(problem={problem!r}))"
+        )

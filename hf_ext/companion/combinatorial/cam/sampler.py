@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 import torch
 
+from hf_ext._validation import check_count, check_field_type
+
 from .baselines import local_search_maxcut, local_search_mis
 from .graphs import GraphBatch
-from .model import FlipGNN
+from .model import FlipGNN, check_trained_for
 from .problems import decode, objective
 
 LOCAL_SEARCH = {"mis": local_search_mis, "maxcut": local_search_maxcut}
@@ -46,8 +48,8 @@ def flip_logits(model: FlipGNN, batch: GraphBatch, states: torch.Tensor, steps: 
 @torch.no_grad()
 def rollout(model: FlipGNN, batch: GraphBatch, steps: int, chains: int, generator: torch.Generator) -> Trajectory:
     """Run ``chains`` chains for ``steps`` steps from uniform random states, without gradients."""
-    if steps < 1 or chains < 1:
-        raise ValueError(f"rollout: `steps` and `chains` must be >= 1, got steps={steps}, chains={chains}")
+    check_count("rollout", "steps", steps, 1)
+    check_count("rollout", "chains", chains, 1)
     n = batch.num_nodes
     x = (torch.rand(chains, n, generator=generator) < 0.5).float()
     states, flips, probs, t = [x], [], [], times(steps)
@@ -69,7 +71,10 @@ def solve(
     """Best-of-K decoded solution per graph: ``(values (G,), solution (N,))``, values as :func:`objective`;
     each chain's expected terminal state is decoded. With ``local_search``, each chain's decoded solution is then
     improved by the problem's classical local search (MIS 2-improvement, max-cut one-flip) before the best is kept,
-    the post-processing neural solvers are usually reported with."""
+    the post-processing neural solvers are usually reported with. A model trained for another problem is refused."""
+    check_trained_for("solve", model, problem)
+    check_field_type("solve", "seed", seed, int)
+    check_field_type("solve", "local_search", local_search, bool)
     trajectory = rollout(model, batch, steps, chains, torch.Generator().manual_seed(seed))
     solutions = decode(problem, batch, trajectory.expected_terminal())
     if local_search:

@@ -26,7 +26,7 @@ from .adjoint import flip_benefit
 from .config import CAMConfig
 from .diagnostics import chain_diagnostics
 from .graphs import Graph, batch_graphs
-from .model import FlipGNN
+from .model import FlipGNN, check_trained_for
 from .problems import energy
 from .sampler import Trajectory, flip_logits, rollout
 
@@ -43,7 +43,7 @@ def initial_model(config: CAMConfig) -> FlipGNN:
     """The network ``train`` starts from, seeded by ``config.seed`` (the global generator is left as it was): the
     reference chain, ``config.reference_flip``."""
     with seeded_global_rng(config.seed):  # torch.nn's initialisers draw from the global generator
-        model = FlipGNN(config.hidden, config.layers, config.neighbour_aggregation)
+        model = FlipGNN(config.hidden, config.layers, config.neighbour_aggregation, config.problem)
     torch.nn.init.constant_(model.head.bias, base_logit(config))
     return model
 
@@ -87,9 +87,13 @@ LOSSES = {"cam": cam_loss, "reinforce": reinforce_loss}
 def train(config: CAMConfig, graphs: list[Graph], model: FlipGNN | None = None, progress: bool = True):
     """Train a :class:`FlipGNN` on ``graphs`` by ``config.method``; returns ``(model, history)``, the history
     holding per step the loss and the rollout's :func:`chain_diagnostics` (terminal energy per node, for MIS the
-    conflicts left before decoding, per step the flip rate and the adjoint's signal)."""
+    conflicts left before decoding, per step the flip rate and the adjoint's signal). A ``model`` trained for
+    another problem is refused; the model returned records ``config.problem``."""
     if not graphs:
         raise ValueError("train: `graphs` must hold at least one training Graph")
+    if model is not None:
+        check_trained_for("train", model, config.problem)
+        model.problem = config.problem
     model = model or initial_model(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
     generator = torch.Generator().manual_seed(config.seed)

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from hf_ext._validation import check_number
+
 from .instance import SetCoverInstance
 
 Neighbourhood = Callable[[SetCoverInstance, np.ndarray, int, np.random.Generator], np.ndarray]
@@ -31,6 +33,8 @@ class AdaptiveNeighbourhood:
     def __init__(self, policies: dict[str, Neighbourhood], reaction: float = 0.3, exploration: float = 0.1):
         if not policies:
             raise ValueError("AdaptiveNeighbourhood: `policies` must name at least one neighbourhood policy")
+        check_number("AdaptiveNeighbourhood", "reaction", reaction)
+        check_number("AdaptiveNeighbourhood", "exploration", exploration)
         if not 0 < reaction <= 1 or not 0 <= exploration <= 1:
             raise ValueError(
                 f"AdaptiveNeighbourhood: `reaction` must be in (0, 1] and `exploration` in [0, 1], "

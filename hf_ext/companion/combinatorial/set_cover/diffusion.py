@@ -12,6 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from hf_ext._validation import check_count, check_field_type
+
 from .instability import instability
 from .instance import SetCoverInstance
 from .neighbourhood import grow_in_region, local_neighbourhood
@@ -51,6 +53,8 @@ class ColumnDenoiser(nn.Module):
 
     def __init__(self, hidden: int = 32, rounds: int = 2):
         super().__init__()
+        check_count("ColumnDenoiser", "hidden", hidden, 1)
+        check_count("ColumnDenoiser", "rounds", rounds, 0)
         self.hidden, self.rounds = hidden, rounds  # saved in the checkpoint's config.json
         self.column_in, self.row_in = nn.Linear(4, hidden), nn.Linear(2, hidden)
         self.to_rows = nn.ModuleList(nn.Linear(2 * hidden, hidden) for _ in range(rounds))
@@ -119,11 +123,9 @@ class GenerativeNeighbourhood:
     calls; the neighbourhood grows, connected, from the region's most unstable column."""
 
     def __init__(self, model: ColumnDenoiser, region_factor: int = 2, steps: int = STEPS, seed: int = 0):
-        if region_factor < 1 or not 2 <= steps <= STEPS:
-            raise ValueError(
-                f"GenerativeNeighbourhood: `region_factor` must be >= 1 and `steps` in 2..{STEPS}, "
-                f"got {region_factor}, {steps}"
-            )
+        check_count("GenerativeNeighbourhood", "region_factor", region_factor, 1)
+        check_count("GenerativeNeighbourhood", "steps", steps, 2, STEPS)
+        check_field_type("GenerativeNeighbourhood", "seed", seed, int)
         self.model, self.region_factor, self.steps = model.eval(), region_factor, steps
         self.generator = torch.Generator().manual_seed(seed)
 

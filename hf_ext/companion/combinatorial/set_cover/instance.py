@@ -6,6 +6,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from hf_ext._validation import check_count, check_finite_number, check_number
+
 
 def gather(indptr: np.ndarray, indices: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The entries of ``items`` in a compressed sparse structure (a CSC's columns, a CSR's rows) concatenated, and for
@@ -188,6 +190,12 @@ def _from_column_rows(rows: np.ndarray, counts: np.ndarray, m: int, costs: np.nd
 def beasley(n_rows: int, n_columns: int, density: float, cost_range=(1, 100), seed: int = 0) -> SetCoverInstance:
     """Beasley-style random instance: each column covers ~``density * n_rows`` random rows (at least one), each row
     gets at least two columns, integer costs uniform in ``cost_range``."""
+    _check_shape("beasley", n_rows, n_columns, seed)
+    check_number("beasley", "density", density)
+    if not isinstance(cost_range, tuple | list) or len(cost_range) != 2:
+        raise TypeError(f"beasley: `cost_range` must be a pair (lowest, highest cost), got {cost_range!r}")
+    check_count("beasley", "cost_range[0]", cost_range[0], 1)
+    check_count("beasley", "cost_range[1]", cost_range[1], cost_range[0])
     if not 0 < density <= 1:
         raise ValueError(f"beasley: `density` must be in (0, 1], got {density}")
     rng = np.random.default_rng(seed)
@@ -203,9 +211,18 @@ def beasley(n_rows: int, n_columns: int, density: float, cost_range=(1, 100), se
     return _from_column_rows(row_of[order], counts, n_rows, costs, f"beasley_{n_rows}x{n_columns}_s{seed}")
 
 
+def _check_shape(owner: str, n_rows, n_columns, seed) -> None:
+    """A generator's sizes and seed, refused by name: numpy's own errors (``high <= 0``) name none."""
+    check_count(owner, "n_rows", n_rows, 1)
+    check_count(owner, "n_columns", n_columns, 1)
+    check_count(owner, "seed", seed, 0)
+
+
 def rail_like(n_rows: int, n_columns: int, max_rows_per_column: int = 12, seed: int = 0) -> SetCoverInstance:
     """Rail-like instance: costs 1 or 2, each column covers 2..``max_rows_per_column`` rows within a local window
     (a crew duty covers consecutive trips), every row covered."""
+    _check_shape("rail_like", n_rows, n_columns, seed)
+    check_count("rail_like", "max_rows_per_column", max_rows_per_column, 2)
     rng = np.random.default_rng(seed)
     counts = rng.integers(2, max_rows_per_column + 1, n_columns)
     starts = rng.integers(0, n_rows, n_columns)
@@ -236,6 +253,12 @@ def cost_regime_instance(
     families, here so that every benchmark draws the same instances from the same seeds."""
     if regime not in COST_REGIMES:
         raise ValueError(f"cost_regime_instance: `regime` must be one of {list(COST_REGIMES)}, got {regime!r}")
+    check_count("cost_regime_instance", "n_columns", n_columns, 1)
+    check_count("cost_regime_instance", "seed", seed, 0)
+    check_count("cost_regime_instance", "columns_per_row", columns_per_row, 1)
+    check_finite_number("cost_regime_instance", "beasley_rows_per_column", beasley_rows_per_column)
+    if not beasley_rows_per_column > 0:
+        raise ValueError(f"cost_regime_instance: `beasley_rows_per_column` must be > 0, got {beasley_rows_per_column}")
     n_rows = max(1, n_columns // columns_per_row)
     if regime.startswith("rail"):
         instance = rail_like(n_rows, n_columns, seed=seed)

@@ -35,7 +35,7 @@ class LNSConfig:
     def __post_init__(self):
         check_finite_fields(self)
         owner = type(self).__name__  # also the recipe's arguments, which subclass this config
-        if self.policy not in POLICIES:
+        if not isinstance(self.policy, str) or self.policy not in POLICIES:
             raise ValueError(f"{owner}: `policy` must be one of {list(POLICIES)}, got {self.policy!r}")
         for name in ("neighbourhood_size", "max_iterations"):
             if getattr(self, name) < 1:
@@ -43,6 +43,8 @@ class LNSConfig:
         for name in ("time_limit", "sub_time_limit"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{owner}: `{name}` must be > 0 seconds, got {getattr(self, name)}")
+        if self.seed < 0:  # numpy's generators take no negative seed: run_lns would fail at its start
+            raise ValueError(f"{owner}: `seed` must be an integer >= 0, got {self.seed}")
 
 
 @dataclass

@@ -53,6 +53,7 @@ class DenoiserTrainingConfig:
             ("instance_columns", 20),
             ("hidden", 1),
             ("label_nodes", 1),
+            ("seed", 0),  # numpy's generators take no negative seed
         ):
             if getattr(self, name) < low:
                 raise ValueError(

@@ -38,3 +38,21 @@ def test_generator_shapes():
 def test_generators_refuse_bad_parameters_by_name(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+@pytest.mark.parametrize(("make", "second"), [(erdos_renyi, 0.1), (barabasi_albert, 3), (rb_graph, 3)])
+@pytest.mark.parametrize(
+    ("seed", "error"), [("a", TypeError), (-1, ValueError), (1.5, TypeError), (None, TypeError), (True, TypeError)]
+)
+def test_generators_refuse_a_seed_that_is_not_an_integer_at_least_0(make, second, seed, error):
+    """Issue 72: ``erdos_renyi(10, 0.1, "a")`` failed inside numpy's SeedSequence, naming no argument, and a None
+    seed drew a graph no rerun could reproduce."""
+    with pytest.raises(error, match=rf"{make.__name__}: `seed` must be an integer >= 0, got {seed!r}"):
+        make(10, second, seed)
+
+
+def test_generators_refuse_a_probability_that_is_not_a_number():
+    with pytest.raises(TypeError, match=r"erdos_renyi: `p` must be a number, got '0.1' \(str\)"):
+        erdos_renyi(10, "0.1", 0)
+    with pytest.raises(TypeError, match=r"rb_graph: `r` must be a number, got '0.8' \(str\)"):
+        rb_graph(4, 3, 0, r="0.8")

@@ -53,6 +53,16 @@ def test_normalized_aggregation_puts_a_set_neighbour_on_the_scale_of_one():
     assert gaps["normalized"] > 1.0
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error"), [({"hidden": 0}, ValueError), ({"hidden": True}, TypeError), ({"layers": True}, TypeError)]
+)
+def test_a_width_or_depth_that_is_not_an_integer_at_least_one_is_refused(kwargs, error):
+    """Issue 72: ``layers=True`` built one layer, ``hidden=True`` failed inside torch naming nothing."""
+    name, value = next(iter(kwargs.items()))
+    with pytest.raises(error, match=f"FlipGNN: `{name}` must be an integer >= 1, got {value}"):
+        FlipGNN(**kwargs)
+
+
 def test_bad_aggregation_names_the_field():
     with pytest.raises(ValueError, match=r"CAMConfig: `aggregation` must be one of \['mean', 'normalized'\]"):
         CAMConfig(aggregation="sum")

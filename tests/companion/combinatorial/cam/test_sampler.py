@@ -67,10 +67,34 @@ def test_local_search_improves_every_chain_before_the_best_is_kept(problem, sear
         assert (solution[batch.edges[:, 0]] * solution[batch.edges[:, 1]]).sum() == 0
 
 
-@pytest.mark.parametrize("steps, chains", [(0, 2), (3, 0)])
-def test_steps_and_chains_below_one_are_refused(steps, chains):
-    with pytest.raises(ValueError, match="`steps` and `chains` must be >= 1"):
-        rollout(FlipGNN(4, 1), batch_graphs([erdos_renyi(5, 0.5, 0)]), steps, chains, torch.Generator())
+@pytest.mark.parametrize(
+    ("steps", "chains", "error", "message"),
+    [
+        (0, 2, ValueError, "`steps` must be an integer >= 1, got 0"),
+        (3, 0, ValueError, "`chains` must be an integer >= 1, got 0"),
+        (2.5, 2, TypeError, "`steps` must be an integer >= 1, got 2.5"),
+        (3, "2", TypeError, "`chains` must be an integer >= 1, got '2'"),
+        (float("nan"), 2, ValueError, "`steps` must be a finite number, got nan"),
+    ],
+)
+def test_steps_and_chains_that_are_not_integers_at_least_one_are_refused(steps, chains, error, message):
+    """Issue 72 added the types: ``steps=nan`` failed in torch (``unsupported range: 0 -> nan``), ``chains="2"`` in
+    a comparison, naming neither."""
+    batch = batch_graphs([erdos_renyi(5, 0.5, 0)])
+    with pytest.raises(error, match=f"rollout: {message}"):
+        rollout(FlipGNN(4, 1), batch, steps, chains, torch.Generator())
+    with pytest.raises(error, match=f"rollout: {message}"):
+        solve(FlipGNN(4, 1), "mis", batch, steps, chains)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "allowed"), [("seed", "0", "an integer"), ("local_search", "no", "True or False")]
+)
+def test_solve_refuses_a_seed_or_local_search_of_another_type(name, value, allowed):
+    """Issue 72: ``local_search="no"`` ran the local search (a true string), ``seed="0"`` failed inside torch."""
+    batch = batch_graphs([erdos_renyi(5, 0.5, 0)])
+    with pytest.raises(TypeError, match=f"solve: `{name}` must be {allowed}, got '{value}'"):
+        solve(FlipGNN(4, 1), "mis", batch, 2, 2, **{name: value})
 
 
 @pytest.mark.parametrize("problem", ["mis", "maxcut"])

@@ -1,3 +1,4 @@
+import dataclasses
 import itertools
 import math
 
@@ -66,6 +67,7 @@ def test_training_improves_over_the_initialization():
     def terminal_energy(m):
         states = rollout(m, held_out, 6, 16, torch.Generator().manual_seed(7)).states[-1]
         return energy("mis", held_out, states, config.beta).mean().item()
+
     assert len(history) == 40 and all(math.isfinite(h["loss"]) for h in history)
     assert len(history[-1]["adjoint_signal"]) == 6 and history[-1]["conflicts_per_node"] >= 0
     assert terminal_energy(model) < terminal_energy(initial) - 3  # random states: energy > 0; trained: < 0
@@ -189,3 +191,28 @@ def test_the_initial_model_is_a_function_of_the_seed_and_leaves_the_global_gener
     torch.manual_seed(11)
     assert torch.equal(torch.rand(4), after)  # initial_model drew nothing from it
     assert all(torch.equal(first[name], again[name]) for name in first)
+
+
+def test_a_model_trained_for_one_problem_is_refused_for_another(tmp_path):
+    """Issue 72: ``solve(mis_model, "maxcut", ...)`` decoded cuts from MIS flip logits without a word."""
+    graphs = [erdos_renyi(10, 0.3, 0)]
+    config = CAMConfig(problem="mis", steps=2, chains=2, hidden=4, layers=1, train_steps=1)
+    model, _ = train(config, graphs, progress=False)
+    batch = batch_graphs(graphs)
+    assert model.problem == "mis"
+    with pytest.raises(ValueError, match=r"solve: the model was trained for 'mis', not 'maxcut'"):
+        solve(model, "maxcut", batch, 2, 2)
+    with pytest.raises(ValueError, match=r"train: the model was trained for 'mis', not 'maxcut'"):
+        train(dataclasses.replace(config, problem="maxcut"), graphs, model=model, progress=False)
+    model.save_pretrained(tmp_path)
+    loaded = FlipGNN.from_pretrained(tmp_path)
+    assert loaded.problem == "mis" and torch.equal(
+        solve(loaded, "mis", batch, 2, 2)[0], solve(model, "mis", batch, 2, 2)[0]
+    )
+    with pytest.raises(ValueError, match=r"FlipGNN: `problem` must be one of \['mis', 'maxcut'\], got 'tsp'"):
+        FlipGNN(4, 1, problem="tsp")
+    bare = FlipGNN(4, 1)  # built by hand, or an older checkpoint: held to no problem, and train records its own
+    solve(bare, "maxcut", batch, 2, 2)
+    assert (
+        train(dataclasses.replace(config, problem="maxcut"), graphs, model=bare, progress=False)[0].problem == "maxcut"
+    )

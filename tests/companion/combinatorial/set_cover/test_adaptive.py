@@ -90,6 +90,13 @@ def test_bad_settings_are_named(kwargs, message):
         AdaptiveNeighbourhood(**({"policies": {"random": random_neighbourhood}} | kwargs))
 
 
+@pytest.mark.parametrize("name", ["reaction", "exploration"])
+def test_a_rate_that_is_not_a_number_is_named(name):
+    """Issue 72: a string failed in a comparison naming nothing."""
+    with pytest.raises(TypeError, match=f"AdaptiveNeighbourhood: `{name}` must be a number, got '0.3'"):
+        AdaptiveNeighbourhood({"random": random_neighbourhood}, **{name: "0.3"})
+
+
 def test_observing_before_any_choice_is_refused():
     with pytest.raises(RuntimeError, match="no neighbourhood was chosen yet"):
         AdaptiveNeighbourhood({"random": random_neighbourhood}).observe(1.0, 1.0)

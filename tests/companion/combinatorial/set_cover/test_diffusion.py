@@ -66,3 +66,29 @@ def test_generative_neighbourhood_is_bounded_and_connected(instance):
     matrix = instance.matrix[:, free].astype(np.int32)
     n_components, _ = connected_components(matrix.T @ matrix, directed=False)  # columns linked by shared rows
     assert n_components == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda: ColumnDenoiser(hidden=0), ValueError, "ColumnDenoiser: `hidden` must be an integer >= 1, got 0"),
+        (lambda: ColumnDenoiser(rounds=-1), ValueError, "ColumnDenoiser: `rounds` must be an integer >= 0, got -1"),
+        (lambda: ColumnDenoiser(rounds=None), TypeError, "ColumnDenoiser: `rounds` must be an integer >= 0, got None"),
+        (
+            lambda: GenerativeNeighbourhood(ColumnDenoiser(), region_factor=float("nan")),
+            ValueError,
+            "GenerativeNeighbourhood: `region_factor` must be a finite number, got nan",
+        ),
+        (
+            lambda: GenerativeNeighbourhood(ColumnDenoiser(), steps=1),
+            ValueError,
+            r"`steps` must be an integer in 2..10",
+        ),
+        (lambda: GenerativeNeighbourhood(ColumnDenoiser(), seed="0"), TypeError, "`seed` must be an integer, got '0'"),
+    ],
+)
+def test_the_denoiser_and_its_neighbourhood_refuse_bad_settings_by_name(make, error, message):
+    """Issue 72: ``region_factor=nan`` and ``rounds=-1`` were taken, ``hidden=-1`` and a string seed failed inside
+    torch naming nothing."""
+    with pytest.raises(error, match=message):
+        make()

@@ -127,3 +127,35 @@ def test_rows_of_and_columns_of_are_the_distinct_sorted_neighbours(tmp_path):
     rows = np.unique(large.matrix[:, columns].indices)
     assert np.array_equal(large.rows_of(columns), rows)
     assert np.array_equal(large.columns_of(rows), np.unique(large.rows_to_columns[rows].indices))
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda: beasley(0, 40, 0.1), ValueError, "beasley: `n_rows` must be an integer >= 1, got 0"),
+        (lambda: beasley(20, 2.5, 0.1), TypeError, "beasley: `n_columns` must be an integer >= 1, got 2.5"),
+        (lambda: beasley(20, 40, "0.1"), TypeError, "beasley: `density` must be a number, got '0.1'"),
+        (lambda: beasley(20, 40, 0.1, cost_range=5), TypeError, r"beasley: `cost_range` must be a pair"),
+        (lambda: beasley(20, 40, 0.1, cost_range=(5, 1)), ValueError, r"`cost_range\[1\]` must be an integer >= 5"),
+        (lambda: beasley(20, 40, 0.1, seed=-1), ValueError, "beasley: `seed` must be an integer >= 0, got -1"),
+        (lambda: rail_like(-1, 40), ValueError, "rail_like: `n_rows` must be an integer >= 1, got -1"),
+        (lambda: rail_like(20, 40, max_rows_per_column=1), ValueError, "`max_rows_per_column` must be an integer >= 2"),
+        (lambda: rail_like(20, 40, seed=None), TypeError, "rail_like: `seed` must be an integer >= 0, got None"),
+        (
+            lambda: cost_regime_instance("rail", 0, 0),
+            ValueError,
+            "cost_regime_instance: `n_columns` must be an integer",
+        ),
+        (lambda: cost_regime_instance("rail", 200, 0, columns_per_row=0), ValueError, "`columns_per_row` must be an"),
+        (
+            lambda: cost_regime_instance("beasley", 200, 0, beasley_rows_per_column=float("nan")),
+            ValueError,
+            "cost_regime_instance: `beasley_rows_per_column` must be a finite number",
+        ),
+    ],
+)
+def test_generators_refuse_bad_sizes_and_seeds_by_name(make, error, message):
+    """Issue 72: numpy's errors named nothing (``high <= 0``, ``expected non-negative integer``), a zero
+    ``columns_per_row`` divided by zero, and a NaN rows-per-column drew a NaN density."""
+    with pytest.raises(error, match=message):
+        make()

@@ -67,7 +67,9 @@ def test_neighbourhoods_are_bounded_and_free_incumbent_columns(instance, policy)
         ({"time_limit": 0.0}, "`time_limit` must be > 0 seconds"),
         ({"neighbourhood_size": 0}, "`neighbourhood_size` must be an integer >= 1"),
         ({"policy": "diffusion"}, r"`policy` must be one of \['random', 'local'\]"),
+        ({"policy": ["local"]}, r"`policy` must be one of \['random', 'local'\]"),  # issue 72: unhashable type
         ({"sub_time_limit": float("nan")}, "`sub_time_limit` must be a finite number"),
+        ({"seed": -1}, "`seed` must be an integer >= 0, got -1"),  # issue 72: numpy's error at run_lns's start
     ],
 )
 def test_bad_settings_are_refused_at_construction(fields, message):

@@ -52,6 +52,7 @@ def test_labels_are_solved_to_a_node_limit_not_a_time_limit(monkeypatch):
         ({"label_nodes": 0}, "`label_nodes` must be an integer >= 1"),
         ({"learning_rate": 0.0}, "`learning_rate` must be > 0"),
         ({"learning_rate": float("nan")}, "learning_rate"),
+        ({"seed": -1}, "`seed` must be an integer >= 0, got -1"),  # issue 72: numpy's error once training starts
     ],
 )
 def test_refuses_bad_settings(fields, message):

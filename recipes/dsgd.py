@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from accelerate import PartialState
-from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.datasets import load_breast_cancer
 from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
@@ -38,8 +38,8 @@ from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
-from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
-from hf_ext.models import llama_from_scratch
+from hf_ext.data import digits, stdlib_bpe_tokenizer, stdlib_corpus
+from hf_ext.models import digits_mlp, llama_from_scratch
 from hf_ext.optim import TOPOLOGIES, DecentralizedMetricsCallback, DecentralizedSGD, DecentralizedTrainer, Topology
 from hf_ext.plotting import DPI, plot_seed_curves
 from hf_ext.recipes._results import write_results
@@ -173,18 +173,15 @@ def logistic_problem(rank: int, world: int, args: DSGDArguments) -> Problem:
 
 
 def mlp_problem(rank: int, world: int, args: DSGDArguments) -> Problem:
-    data = load_digits()
-    test = np.random.default_rng(0).permutation(len(data.target))[: len(data.target) // 5]
-    train = np.setdiff1d(np.arange(len(data.target)), test)
-    train = train[_shards(data.target[train], data.data[train], world, args.split)]
-    x_all = torch.tensor(data.data / 16.0, dtype=torch.float32)
-    y_all = torch.tensor(data.target)
+    x_all, y_all = digits()
+    test = np.random.default_rng(0).permutation(len(y_all))[: len(y_all) // 5]
+    train = np.setdiff1d(np.arange(len(y_all)), test)
+    train = train[_shards(y_all.numpy()[train], x_all.numpy()[train], world, args.split)]
     x, y = x_all[train], y_all[train]
     shard = slice(rank * len(x) // world, (rank + 1) * len(x) // world)
 
     def make_model(seed: int) -> nn.Module:
-        torch.manual_seed(seed)
-        return nn.Sequential(nn.Linear(64, args.hidden_size), nn.Tanh(), nn.Linear(args.hidden_size, 10))
+        return digits_mlp(args.hidden_size, seed)
 
     def loss(model: nn.Module, features: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(model(features), targets)

@@ -37,16 +37,9 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.data import PackedStream, PackedStreamCollator, stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.distributed import unsharded_copy
 from hf_ext.models import llama_from_scratch
-from hf_ext.optim import (
-    BatchSchedule,
-    BatchScheduleCallback,
-    Constants,
-    MuonWithAdamW,
-    Scion,
-    critical_batch_size,
-    measure_constants,
-)
+from hf_ext.optim import BatchSchedule, BatchScheduleCallback, Constants, Scion, critical_batch_size, measure_constants
 from hf_ext.plotting import plot_labelled_points, plot_seed_curves
+from hf_ext.recipes._optimizers import build_optimizer
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
@@ -135,14 +128,6 @@ class ScheduledTrainingArguments(TrainingArguments):
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The recipe's parser (``argv`` is parsed by :func:`main`; ``hf-ext run scion_batch --help`` lists the fields)."""
     return settings_parser(ScionBatchArguments, ScheduledTrainingArguments)
-
-
-def build_optimizer(name: str, model, lr: float) -> torch.optim.Optimizer:
-    if name == "scion":
-        return Scion(model, lr=lr)
-    if name == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    return MuonWithAdamW(model, lr)
 
 
 def corpus_data(script_args: ScionBatchArguments):

@@ -29,6 +29,7 @@ from .loss_step import (
     LossToOptimizerTrainer,
     near_best_width,
     ratio_at_multiple,
+    reference_optimum,
 )
 from .muon import MuonWithAdamW, ShardedMuon
 from .scion import (
@@ -81,6 +82,7 @@ __all__ = [
     "near_best_width",
     "newton_schulz",
     "ratio_at_multiple",
+    "reference_optimum",
     "scion_param_groups",
     "smoothing_matrix",
     "spectral_gap",

@@ -10,9 +10,12 @@ from .decentralized import (
     DecentralizedTrainer,
     GossipCommunicator,
     Topology,
+    WorkerProblem,
     check_mixing_matrix,
     find_decentralized,
+    ring_allreduce_bytes,
     spectral_gap,
+    train_decentralized,
 )
 from .gradient_smoothing import (
     GradientSmoothing,
@@ -72,6 +75,7 @@ __all__ = [
     "SymmetryCurvature",
     "SymmetryGroup",
     "Topology",
+    "WorkerProblem",
     "check_mixing_matrix",
     "critical_batch_size",
     "distance_weights",
@@ -83,8 +87,10 @@ __all__ = [
     "newton_schulz",
     "ratio_at_multiple",
     "reference_optimum",
+    "ring_allreduce_bytes",
     "scion_param_groups",
     "smoothing_matrix",
     "spectral_gap",
     "symmetry_param_groups",
+    "train_decentralized",
 ]

@@ -4,7 +4,8 @@ A NaN coefficient passes every ``x < 0`` test and then turns the weights into Na
 logged loss still reads finite, so each config runs :func:`check_finite_fields` first, and the
 gradient trainers run :func:`check_finite_loss` on each training loss before its backward; an optimizer that
 never sees the loss runs :func:`check_finite_gradients` before it changes a weight.
-:func:`check_training_arguments` refuses what ``TrainingArguments`` takes and then misreads.
+:func:`check_training_arguments` refuses what ``TrainingArguments`` takes and then misreads; :func:`check_counts` a
+count (of rows, steps, runs) that is not a positive integer.
 """
 
 import dataclasses
@@ -56,6 +57,15 @@ def check_finite_fields(config, allow_infinite: Iterable[str] = ()) -> None:
     allow_infinite = set(allow_infinite)
     for field in dataclasses.fields(config):
         check_finite(owner, field.name, getattr(config, field.name), field.name in allow_infinite)
+
+
+def check_counts(config, names: Iterable[str]) -> None:
+    """Raise ``ValueError`` naming ``config``'s class and the field unless each field of ``names`` is an integer
+    >= 1."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{type(config).__name__}: `{name}` must be an integer >= 1, got {value!r}")
 
 
 def check_finite_loss(owner: str, loss, step: int) -> None:

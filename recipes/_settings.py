@@ -15,7 +15,7 @@ checkpoints and refuse to resume under others (``hf_ext.recipes._training``).
 import argparse
 import dataclasses
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -88,11 +88,13 @@ def recipe_settings(config) -> dict[str, Any] | None:
 class RecipeParser(TrlParser):
     """The ``TrlParser`` of a recipe's settings. Without argparse's prefix matching (``k=3`` is an unknown setting,
     not a value silently given to ``ks``); each ``TrainingArguments`` it returns carries the settings it read
-    (:func:`recipe_settings`)."""
+    (:func:`recipe_settings`). ``check``, given the parsed dataclasses in order, refuses settings of two of them
+    that contradict each other (each dataclass checks its own fields)."""
 
-    def __init__(self, dataclass_types: Iterable[type]):
+    def __init__(self, dataclass_types: Iterable[type], check: Callable[..., None] | None = None):
         super().__init__(dataclass_types, allow_abbrev=False)
         self._read: dict[str, Any] = {}
+        self._check = check
 
     def parse_known_args(self, args=None, namespace=None) -> tuple[argparse.Namespace, list[str]]:
         parsed, remaining = super().parse_known_args(args, namespace)
@@ -101,6 +103,8 @@ class RecipeParser(TrlParser):
 
     def parse_args_and_config(self, args: Iterable[str] | None = None, *options, **keywords) -> tuple:
         parsed = super().parse_args_and_config(args, *options, **keywords)
+        if self._check is not None:
+            self._check(*(config for config in parsed if dataclasses.is_dataclass(config)))
         for config in parsed:
             if isinstance(config, TrainingArguments):
                 check_training_arguments(config)
@@ -111,9 +115,9 @@ class RecipeParser(TrlParser):
         return parsed
 
 
-def settings_parser(*dataclass_types: type) -> RecipeParser:
-    """The parser of a recipe's settings (a :class:`RecipeParser`)."""
-    return RecipeParser(dataclass_types)
+def settings_parser(*dataclass_types: type, check: Callable[..., None] | None = None) -> RecipeParser:
+    """The parser of a recipe's settings (a :class:`RecipeParser`; ``check`` refuses a contradiction between them)."""
+    return RecipeParser(dataclass_types, check)
 
 
 def given_settings(argv: list[str] | None = None) -> set[str]:

@@ -30,26 +30,32 @@ from hf_ext.recipes import recipes_dir
 Config = TypeVar("Config")
 
 
+def _declared(config_class: type, name: str) -> tuple[dataclasses.Field, dict[str, Any]]:
+    """Field ``name`` of ``config_class``, and its default as ``dataclasses.field``'s keyword argument."""
+    inherited = {field.name: field for field in dataclasses.fields(config_class)}[name]
+    if inherited.default is dataclasses.MISSING:
+        return inherited, {"default_factory": inherited.default_factory}
+    return inherited, {"default": inherited.default}
+
+
 def set_per_run(config_class: type, name: str, by: str) -> Any:
     """Field ``name`` of ``config_class``, redeclared for a subclass whose parser leaves it out (``init=False``).
 
     ``by`` says what sets it instead (shown as the field's help).
     """
-    inherited = {field.name: field for field in dataclasses.fields(config_class)}[name]
-    default = {"default": inherited.default}
-    if inherited.default is dataclasses.MISSING:
-        default = {"default_factory": inherited.default_factory}
+    _, default = _declared(config_class, name)
     return dataclasses.field(**default, init=False, repr=False, metadata={"help": f"Set for each run by {by}."})
 
 
-def one_string(config_class: type, name: str) -> Any:
-    """Field ``name`` of ``config_class`` (a string or a list of strings) redeclared as one string, its default kept.
+def library_field(config_class: type, name: str) -> Any:
+    """Field ``name`` of the library's ``config_class`` as declared there (its default and help), for a recipe's
+    dataclass that composes the library's setting instead of declaring its own; ``config_class`` checks it.
 
-    ``HfArgumentParser`` reads a ``str | list[str]`` field as a list and drops a string default (the field would
-    parse as None); as one string it keeps its default and takes any string the config accepts.
+    Also how a subclass retypes a field for the parser: ``HfArgumentParser`` reads a ``str | list[str]`` field as a
+    list and drops a string default, so agzo_finetune's ``target_modules: str = library_field(...)`` keeps both.
     """
-    inherited = {field.name: field for field in dataclasses.fields(config_class)}[name]
-    return dataclasses.field(default=inherited.default, metadata=inherited.metadata)
+    inherited, default = _declared(config_class, name)
+    return dataclasses.field(**default, metadata=inherited.metadata)
 
 
 def shared_settings(settings) -> dict[str, Any]:

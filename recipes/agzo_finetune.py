@@ -36,7 +36,7 @@ from hf_ext.plotting import display_name, loss_curve, plot_seed_curves
 from hf_ext.recipes._jobs import check_workers, run_all, workers_field
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
-from hf_ext.recipes._settings import given_settings, one_string, run_config, set_per_run, settings_parser
+from hf_ext.recipes._settings import given_settings, library_field, run_config, set_per_run, settings_parser
 from hf_ext.recipes._training import train_measured
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
 
@@ -80,7 +80,7 @@ class AGZOFinetuneArguments:
 class AGZOFinetuneZOConfig(AGZOConfig):
     """AGZOConfig, its ``target_modules`` one string (``'all-linear'`` or a regex): a parser keeps its default."""
 
-    target_modules: str = one_string(AGZOConfig, "target_modules")
+    target_modules: str = library_field(AGZOConfig, "target_modules")
 
 
 @dataclass

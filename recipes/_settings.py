@@ -14,6 +14,8 @@ checkpoints and refuse to resume under others (``hf_ext.recipes._training``).
 
 import argparse
 import dataclasses
+import inspect
+import itertools
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -56,6 +58,16 @@ def library_field(config_class: type, name: str) -> Any:
     """
     inherited, default = _declared(config_class, name)
     return dataclasses.field(**default, metadata=inherited.metadata)
+
+
+def estimator_field(estimator_class: type, name: str) -> Any:
+    """Parameter ``name`` of a scikit-learn-style estimator as a recipe's setting: its default from the estimator's
+    ``__init__``, its help from the ``Parameters`` section of its docstring (numpydoc); the estimator checks it."""
+    default = inspect.signature(estimator_class).parameters[name].default
+    lines = inspect.getdoc(estimator_class).splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith(f"{name} :"))
+    description = itertools.takewhile(lambda line: line.startswith(" "), lines[start + 1 :])
+    return dataclasses.field(default=default, metadata={"help": " ".join(line.strip() for line in description)})
 
 
 def shared_settings(settings) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 import pytest
 
 from hf_ext import cli
-from hf_ext.recipes import available_recipes, recipe_parser
+from hf_ext.recipes import available_recipes, recipe_parser, recipe_script
 
 
 @pytest.mark.parametrize("name", sorted(available_recipes()))
@@ -28,3 +28,12 @@ def test_hf_ext_run_refuses_settings_that_contradict_each_other_before_launching
     monkeypatch.setattr(cli.subprocess, "call", lambda command: pytest.fail(f"launched {command}"))
     assert cli.main(["run", "dpo_regularized", "regularizer_coef=0"]) == 2
     assert "`regularizer_coef` must be > 0 for the 'regularized' variant" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(available_recipes()))
+def test_every_recipe_ends_the_same_way(name):
+    """Issue 74: five recipes ended with `main()`, so a refused setting or resume was a traceback there."""
+    assert recipe_script(name).read_text().rstrip().splitlines()[-2:] == [
+        'if __name__ == "__main__":',
+        "    run_as_script(main)",
+    ]

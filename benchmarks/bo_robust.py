@@ -37,7 +37,7 @@ def corrupted(args) -> dict:
     results = run_recipe(
         ["--methods", *methods, "--objectives", *(args.objectives or ["branin", "hartmann6", "ackley5"])]
         + ["--corruptions", "none", "1e6", "inf", "--seeds", *map(str, args.seeds), "--rounds", str(args.rounds)]
-        + ["--output_dir", str(Path(args.output_dir) / "bo_robust")]
+        + ["--output_dir", str(Path(args.output_dir) / "bo_robust"), "--workers", "2"]
     )
     summary = {"seeds": args.seeds, "rounds": args.rounds, "methods": methods}
     summary |= {key: value for key, value in results["summary"].items() if "/simple" not in key}
@@ -51,7 +51,7 @@ def clean(args) -> dict:
     out = Path(args.output_dir) / "bo_robust_clean"
     results = run_recipe(
         ["--methods", *CLEAN_METHODS, "--objectives", *objectives, "--corruptions", "none"]
-        + ["--seeds", *map(str, args.seeds), "--rounds", str(args.rounds), "--output_dir", str(out)]
+        + ["--seeds", *map(str, args.seeds), "--rounds", str(args.rounds), "--output_dir", str(out), "--workers", "2"]
     )
     with (out / "regret.csv").open() as handle:
         final = {(r["objective"], r["method"], int(r["seed"])): r for r in csv.DictReader(handle)}  # last round wins

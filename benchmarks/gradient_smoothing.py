@@ -17,12 +17,11 @@ from pathlib import Path
 
 import torch
 from _harness import benchmark_parser, emit, save_json
-from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch.nn import functional as F
 from transformers import ViTConfig, ViTForImageClassification
 
-from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
+from hf_ext.data import digits, stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.optim import GradientSmoothing, find_blocks
 from hf_ext.recipes._plotting import plot_seed_curves
@@ -98,9 +97,8 @@ def pretraining(args) -> dict:
 
 
 def digits_vit(args) -> dict:
-    images, labels = load_digits(return_X_y=True)
-    images = torch.tensor(images, dtype=torch.float32).view(-1, 1, 8, 8) / 16.0
-    train_x, test_x, train_y, test_y = train_test_split(images, torch.tensor(labels), test_size=0.2, random_state=0)
+    images, labels = digits()
+    train_x, test_x, train_y, test_y = train_test_split(images.view(-1, 1, 8, 8), labels, test_size=0.2, random_state=0)
     config = ViTConfig(
         image_size=8,
         patch_size=2,

@@ -4,7 +4,8 @@ A NaN coefficient passes every ``x < 0`` test and then turns the weights into Na
 logged loss still reads finite, so each config runs :func:`check_finite_fields` first, and the
 gradient trainers run :func:`check_finite_loss` on each training loss before its backward; an optimizer that
 never sees the loss runs :func:`check_finite_gradients` before it changes a weight.
-:func:`check_training_arguments` refuses what ``TrainingArguments`` takes and then misreads.
+:func:`check_training_arguments` refuses what ``TrainingArguments`` takes and then misreads; :func:`check_counts` a
+count (of rows, steps, runs) that is not a positive integer.
 """
 
 import dataclasses
@@ -120,6 +121,15 @@ def _scalar_field_kinds(cls: type) -> dict[str, tuple[type, bool]]:
         if scalar in ({bool}, {int}, {float}, {int, float}):
             kinds[name] = (float if float in scalar else scalar.pop(), type(None) in args)
     return kinds
+
+
+def check_counts(config, names: Iterable[str]) -> None:
+    """Raise ``ValueError`` naming ``config``'s class and the field unless each field of ``names`` is an integer
+    >= 1."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{type(config).__name__}: `{name}` must be an integer >= 1, got {value!r}")
 
 
 def check_finite_loss(owner: str, loss, step: int) -> None:

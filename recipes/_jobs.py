@@ -84,12 +84,15 @@ WORKERS_HELP = (
 )
 
 
-def workers_field():
-    """The ``workers`` setting of a recipe made of independent jobs (default 1: in this process)."""
-    return field(default=1, metadata={"help": WORKERS_HELP})
+def workers_field(launch: str = ""):
+    """The ``workers`` setting of a recipe made of independent jobs (default 1: in this process), its one declaration;
+    :func:`check_workers` is its one check. ``launch`` adds to the help what a launch of several processes does to
+    it, where that is not the usual (the main process runs the jobs, the others wait)."""
+    return field(default=1, metadata={"help": f"{WORKERS_HELP} {launch}".strip()})
 
 
 def check_workers(owner: str, workers: Any) -> None:
+    """Refuse a ``workers`` that is not an integer >= 1, naming ``owner``."""
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"{owner}: `workers` must be an integer >= 1, got {workers!r}")
 

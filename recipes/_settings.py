@@ -14,8 +14,10 @@ checkpoints and refuse to resume under others (``hf_ext.recipes._training``).
 
 import argparse
 import dataclasses
+import inspect
+import itertools
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,26 +32,42 @@ from hf_ext.recipes import recipes_dir
 Config = TypeVar("Config")
 
 
+def _declared(config_class: type, name: str) -> tuple[dataclasses.Field, dict[str, Any]]:
+    """Field ``name`` of ``config_class``, and its default as ``dataclasses.field``'s keyword argument."""
+    inherited = {field.name: field for field in dataclasses.fields(config_class)}[name]
+    if inherited.default is dataclasses.MISSING:
+        return inherited, {"default_factory": inherited.default_factory}
+    return inherited, {"default": inherited.default}
+
+
 def set_per_run(config_class: type, name: str, by: str) -> Any:
     """Field ``name`` of ``config_class``, redeclared for a subclass whose parser leaves it out (``init=False``).
 
     ``by`` says what sets it instead (shown as the field's help).
     """
-    inherited = {field.name: field for field in dataclasses.fields(config_class)}[name]
-    default = {"default": inherited.default}
-    if inherited.default is dataclasses.MISSING:
-        default = {"default_factory": inherited.default_factory}
+    _, default = _declared(config_class, name)
     return dataclasses.field(**default, init=False, repr=False, metadata={"help": f"Set for each run by {by}."})
 
 
-def one_string(config_class: type, name: str) -> Any:
-    """Field ``name`` of ``config_class`` (a string or a list of strings) redeclared as one string, its default kept.
+def library_field(config_class: type, name: str) -> Any:
+    """Field ``name`` of the library's ``config_class`` as declared there (its default and help), for a recipe's
+    dataclass that composes the library's setting instead of declaring its own; ``config_class`` checks it.
 
-    ``HfArgumentParser`` reads a ``str | list[str]`` field as a list and drops a string default (the field would
-    parse as None); as one string it keeps its default and takes any string the config accepts.
+    Also how a subclass retypes a field for the parser: ``HfArgumentParser`` reads a ``str | list[str]`` field as a
+    list and drops a string default, so agzo_finetune's ``target_modules: str = library_field(...)`` keeps both.
     """
-    inherited = {field.name: field for field in dataclasses.fields(config_class)}[name]
-    return dataclasses.field(default=inherited.default, metadata=inherited.metadata)
+    inherited, default = _declared(config_class, name)
+    return dataclasses.field(**default, metadata=inherited.metadata)
+
+
+def estimator_field(estimator_class: type, name: str) -> Any:
+    """Parameter ``name`` of a scikit-learn-style estimator as a recipe's setting: its default from the estimator's
+    ``__init__``, its help from the ``Parameters`` section of its docstring (numpydoc); the estimator checks it."""
+    default = inspect.signature(estimator_class).parameters[name].default
+    lines = inspect.getdoc(estimator_class).splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith(f"{name} :"))
+    description = itertools.takewhile(lambda line: line.startswith(" "), lines[start + 1 :])
+    return dataclasses.field(default=default, metadata={"help": " ".join(line.strip() for line in description)})
 
 
 def shared_settings(settings) -> dict[str, Any]:
@@ -88,11 +106,13 @@ def recipe_settings(config) -> dict[str, Any] | None:
 class RecipeParser(TrlParser):
     """The ``TrlParser`` of a recipe's settings. Without argparse's prefix matching (``k=3`` is an unknown setting,
     not a value silently given to ``ks``); each ``TrainingArguments`` it returns carries the settings it read
-    (:func:`recipe_settings`)."""
+    (:func:`recipe_settings`). ``check``, given the parsed dataclasses in order, refuses settings of two of them
+    that contradict each other (each dataclass checks its own fields)."""
 
-    def __init__(self, dataclass_types: Iterable[type]):
+    def __init__(self, dataclass_types: Iterable[type], check: Callable[..., None] | None = None):
         super().__init__(dataclass_types, allow_abbrev=False)
         self._read: dict[str, Any] = {}
+        self._check = check
 
     def parse_known_args(self, args=None, namespace=None) -> tuple[argparse.Namespace, list[str]]:
         parsed, remaining = super().parse_known_args(args, namespace)
@@ -101,6 +121,8 @@ class RecipeParser(TrlParser):
 
     def parse_args_and_config(self, args: Iterable[str] | None = None, *options, **keywords) -> tuple:
         parsed = super().parse_args_and_config(args, *options, **keywords)
+        if self._check is not None:
+            self._check(*(config for config in parsed if dataclasses.is_dataclass(config)))
         for config in parsed:
             if isinstance(config, TrainingArguments):
                 check_training_arguments(config)
@@ -111,9 +133,9 @@ class RecipeParser(TrlParser):
         return parsed
 
 
-def settings_parser(*dataclass_types: type) -> RecipeParser:
-    """The parser of a recipe's settings (a :class:`RecipeParser`)."""
-    return RecipeParser(dataclass_types)
+def settings_parser(*dataclass_types: type, check: Callable[..., None] | None = None) -> RecipeParser:
+    """The parser of a recipe's settings (a :class:`RecipeParser`; ``check`` refuses a contradiction between them)."""
+    return RecipeParser(dataclass_types, check)
 
 
 def given_settings(argv: list[str] | None = None) -> set[str]:

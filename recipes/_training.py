@@ -11,20 +11,28 @@ Every checkpoint holds the recipe's settings (:class:`RecipeSettings`, saved by 
 beside its results. A resume under other settings is refused, naming each field that differs, but for those a
 resume may change as transformers' own resume allows (``RESUME_MAY_CHANGE``); so is a checkpoint whose files are
 damaged, naming the file and the newest earlier checkpoint that is intact.
+
+A recipe that compares runs (a variant, an optimizer each) trains each with :func:`train_measured` and ends with
+:func:`compare_runs`: each run's line as it ends, then ``results.json`` and the recipe's own reports.
 """
 
 import re
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from accelerate import PartialState
 from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput
 
 from hf_ext._files import open_safetensors, read_json
 from hf_ext._settings import SettingsError, check_same_settings, store_settings, warn_unchecked_resume
+from hf_ext.recipes._results import write_results
 from hf_ext.recipes._settings import recipe_settings
 
+Measured = TypeVar("Measured")
 LAST = ("last", "true")
 # Written by the Trainer after the model, optimizer and random states: a checkpoint without it is incomplete.
 TRAINER_STATE = "trainer_state.json"
@@ -173,3 +181,35 @@ def train_resumable(trainer: Trainer, *, several_runs: bool = False) -> TrainOut
     if not resuming:
         return trainer.train()
     return trainer.train(resume_from_checkpoint=None if checkpoint is None else str(checkpoint))
+
+
+def train_measured(trainer: Trainer, measure: Callable[[], Measured]) -> tuple[Measured, Measured, float]:
+    """``measure()`` before and after ``trainer`` trains as one of a recipe's several runs (:func:`train_resumable`),
+    and the seconds the training took."""
+    before = measure()
+    start = time.perf_counter()
+    train_resumable(trainer, several_runs=True)
+    seconds = time.perf_counter() - start
+    return before, measure(), seconds
+
+
+def compare_runs(
+    names: Iterable[str],
+    run: Callable[[str], dict],
+    line: Callable[[str, dict], str],
+    output_dir: str | Path,
+    write_reports: Callable[[dict[str, dict], Path], list[str]],
+) -> dict[str, dict]:
+    """The results of ``run(name)`` for each of ``names``, printing ``line(name, result)`` as each run ends; the
+    main process then writes them to ``results.json`` in ``output_dir`` and calls ``write_reports(results, out)``,
+    which returns the names of the files it added (all are printed)."""
+    state = PartialState()
+    results = {}
+    for name in names:
+        results[name] = run(name)
+        state.print(line(name, results[name]))
+    if state.is_main_process:
+        out = write_results(output_dir, results)
+        written = ["results.json", *write_reports(results, out)]
+        state.print(f"wrote {', '.join(written)} to {out}")
+    return results

@@ -12,11 +12,13 @@ steps (both two-point, so the same number of forward passes). The zeroth-order s
 accuracy before and after each, writes ``results.json`` and ``loss.png`` to ``output_dir``, and ends
 with a table of both methods. The shipped config is sized for a first look (about 11 minutes on 2 CPU
 cores, the two methods on two processes of one thread each); the comparison over seeds is the override above.
+The runs go ``workers`` at a time to local processes, or to any ``concurrent.futures.Executor`` passed to
+``main(argv, executor=...)`` (Dask, Ray: docs/cluster.md).
 """
 
 import contextlib
 import os
-import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,12 +33,12 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.data import docstring_classification
 from hf_ext.models import load_minilm
 from hf_ext.plotting import loss_curve
-from hf_ext.recipes._jobs import check_workers, run_all
+from hf_ext.recipes._jobs import check_workers, run_all, workers_field
 from hf_ext.recipes._plotting import display_name, plot_seed_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
-from hf_ext.recipes._settings import given_settings, one_string, run_config, set_per_run, settings_parser
-from hf_ext.recipes._training import train_resumable
+from hf_ext.recipes._settings import given_settings, library_field, run_config, set_per_run, settings_parser
+from hf_ext.recipes._training import train_measured
 from hf_ext.zo import AGZOConfig, MeZOConfig, ZOTrainer
 
 METHODS = ("agzo", "mezo")
@@ -50,14 +52,9 @@ class AGZOFinetuneArguments:
     max_length: int = field(default=64, metadata={"help": "Tokens per docstring after truncation."})
     agzo_learning_rate: float = field(default=1e-2, metadata={"help": "AGZO's learning rate."})
     mezo_learning_rate: float = field(default=7e-4, metadata={"help": "MeZO's learning rate."})
-    workers: int = field(
-        default=1,
-        metadata={
-            "help": "(method, seed) runs at once (>= 1): 1 runs them one after another in this process, more on "
-            "that many local processes of one torch thread each. Under a launch of several processes, which "
-            "train each run together, it is 1: the shipped config's value follows the launch, a value you set is "
-            "refused."
-        },
+    workers: int = workers_field(
+        launch="Under a launch of several processes, which train each run together, it is 1: the shipped "
+        "config's value follows the launch, a value you set is refused."
     )
     seeds: list[int] = field(
         default_factory=list,
@@ -75,13 +72,16 @@ class AGZOFinetuneArguments:
         if len(set(self.seeds)) != len(self.seeds) or any(seed < 0 for seed in self.seeds):
             raise ValueError(f"`seeds` must be distinct non-negative integers, got {self.seeds}")
         check_workers("AGZOFinetuneArguments", self.workers)
+        for name in ("agzo_learning_rate", "mezo_learning_rate"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"AGZOFinetuneArguments: `{name}` must be >= 0, got {getattr(self, name)}")
 
 
 @dataclass
 class AGZOFinetuneZOConfig(AGZOConfig):
     """AGZOConfig, its ``target_modules`` one string (``'all-linear'`` or a regex): a parser keeps its default."""
 
-    target_modules: str = one_string(AGZOConfig, "target_modules")
+    target_modules: str = library_field(AGZOConfig, "target_modules")
 
 
 @dataclass
@@ -133,14 +133,10 @@ def run_method(
         compute_metrics=_accuracy,
         zo_config=run_config(zo_class, zo_config),
     )
-    before = trainer.evaluate()["eval_accuracy"]
-    start = time.perf_counter()
-    train_resumable(trainer, several_runs=True)
-    seconds = time.perf_counter() - start
-    after = trainer.evaluate()
+    before, after, seconds = train_measured(trainer, trainer.evaluate)
     history = trainer.state.log_history
     return {
-        "accuracy_before": before,
+        "accuracy_before": before["eval_accuracy"],
         "accuracy_after": after["eval_accuracy"],
         "eval_loss_after": after["eval_loss"],
         "forward_passes": sum(entry.get("zo/forward_passes", 0) for entry in history),
@@ -260,19 +256,25 @@ def launch_workers(workers: int, processes: int, given: bool) -> int:
     return 1
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Fine-tune MiniLM with each method and seed, print the comparison and write it to ``output_dir``."""
+def main(argv: list[str] | None = None, executor: Executor | None = None) -> dict:
+    """Fine-tune MiniLM with each method and seed, print the comparison and write it to ``output_dir``; the runs go
+    to ``executor`` when given (a Dask or Ray executor), else as ``workers`` says."""
     with wrapping_encoder_layers_under_fsdp():
-        return _compare(argv)
+        return _compare(argv, executor)
 
 
-def _compare(argv: list[str] | None) -> dict:
+def _compare(argv: list[str] | None, executor: Executor | None) -> dict:
     script_args, zo_config, training_args = parser(argv).parse_args_and_config(argv)
     state = PartialState()
+    if executor is not None and state.num_processes > 1:
+        raise ValueError(
+            f"main: `executor` runs each run in one of its workers; under a launch of {state.num_processes} "
+            "processes, which train each run together, pass none"
+        )
     workers = launch_workers(script_args.workers, state.num_processes, "workers" in given_settings(argv))
     seeds = script_args.seeds or [training_args.seed]
     jobs = [(method, seed, script_args, zo_config, training_args) for seed in seeds for method in script_args.methods]
-    done = run_all(run_seeded, jobs, workers, "agzo_finetune", threads=1)
+    done = run_all(run_seeded, jobs, workers, "agzo_finetune", executor, threads=1)
     runs = {method: {} for method in script_args.methods}
     for (method, seed, *_), run in zip(jobs, done, strict=True):
         runs[method][seed] = run

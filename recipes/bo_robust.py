@@ -57,7 +57,7 @@ from hf_ext.companion.bo.adversary import PLACEMENTS
 from hf_ext.companion.bo.history import read_json_lines
 from hf_ext.companion.evaluation.bo import regret_curves
 from hf_ext.executors import local_executor, run_jobs
-from hf_ext.recipes._jobs import check_workers, on_main_process
+from hf_ext.recipes._jobs import check_workers, on_main_process, workers_field
 from hf_ext.recipes._plotting import plot_bands
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
@@ -129,9 +129,7 @@ class BORobustArguments:
     placement: str = field(default="random", metadata={"help": f"Where corruptions go, one of {list(PLACEMENTS)}."})
     direction: int = field(default=1, metadata={"help": "+1 adds the magnitude (a fake optimum), -1 subtracts it."})
     lenient_tolerance: float = field(default=0.1, metadata={"help": "Lenient regret counts gaps above this."})
-    workers: int = field(
-        default=2, metadata={"help": "Runs in parallel (local processes, one thread each; 1: this process)."}
-    )
+    workers: int = workers_field()
     output_dir: str = field(default="outputs/bo_robust", metadata={"help": "Where the CSV, JSON and PNG go."})
 
     def __post_init__(self):

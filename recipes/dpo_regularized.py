@@ -4,31 +4,28 @@
     hf-ext run dpo_regularized --config simpo_regularized    # SimPO, without and with it
 
 Trains the same initial model on the same pairs once per variant ("vanilla": regularizer_coef 0,
-TRL's loss exactly; "regularized": the configured coefficient and form) and measures on held-out
+TRL's loss exactly; "regularized": the configured coefficient, > 0, and form) and measures on held-out
 pairs: TRL's reward accuracy and margin, the chosen and rejected responses' mean token log-prob
 before and after, and log P of the pair. Writes ``results.json``, ``logps.png`` (chosen mean
 log-prob during training), and ``token_shift.json`` / ``token_shift.png`` to ``output_dir``.
 """
 
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from accelerate import PartialState
 from transformers import set_seed
 from trl import TrlParser
 
 import hf_ext.alignment as alignment
-from hf_ext._validation import check_finite_fields
+from hf_ext._validation import check_counts, check_finite_fields
 from hf_ext.data import preference_dataset
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve
 from hf_ext.recipes._plotting import display_name, plot_curves
-from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, settings_parser
-from hf_ext.recipes._training import train_resumable
+from hf_ext.recipes._training import compare_runs, train_measured
 
 ALGORITHMS = {
     "dpo": ("RegularizedDPOConfig", "RegularizedDPOTrainer"),
@@ -57,6 +54,16 @@ class PreferenceRecipeArguments:
             raise ValueError(f"`variants` must be a non-empty subset of {list(VARIANTS)}, got {self.variants}")
         if self.model not in CAUSAL_LMS:
             raise ValueError(f"`model` must be one of {sorted(CAUSAL_LMS)}, got {self.model!r}")
+        check_counts(self, ("num_train", "num_eval"))
+
+
+def check_variants(recipe_args: PreferenceRecipeArguments, config) -> None:
+    """The regularized variant runs at ``regularizer_coef``: 0 would make it the vanilla one (TRL's loss)."""
+    if "regularized" in recipe_args.variants and not config.regularizer_coef > 0:
+        raise ValueError(
+            f"{type(config).__name__}: `regularizer_coef` must be > 0 for the 'regularized' variant (at 0 it is the "
+            f"'vanilla' one, TRL's loss), got {config.regularizer_coef}"
+        )
 
 
 def parser(argv: list[str] | None = None) -> TrlParser:
@@ -65,7 +72,7 @@ def parser(argv: list[str] | None = None) -> TrlParser:
     first = settings_parser(PreferenceRecipeArguments)
     recipe_args, _ = first.parse_args_and_config(argv, return_remaining_strings=True)
     config_class = getattr(alignment, ALGORITHMS[recipe_args.algorithm][0])
-    return settings_parser(PreferenceRecipeArguments, config_class)
+    return settings_parser(PreferenceRecipeArguments, config_class, check=check_variants)
 
 
 def parse_args(argv: list[str] | None):
@@ -103,10 +110,7 @@ def run_variant(variant: str, recipe_args: PreferenceRecipeArguments, training_a
         processing_class=tokenizer,
         **reference_kwargs,
     )
-    before = _held_out_metrics(trainer)
-    start = time.perf_counter()
-    train_resumable(trainer, several_runs=True)
-    seconds = time.perf_counter() - start
+    before, after, seconds = train_measured(trainer, lambda: _held_out_metrics(trainer))
     history = trainer.state.log_history
     return {
         "regularizer_coef": args.regularizer_coef,
@@ -114,7 +118,7 @@ def run_variant(variant: str, recipe_args: PreferenceRecipeArguments, training_a
         "steps": trainer.state.global_step,
         "train_seconds": seconds,
         "held_out_before": before,
-        "held_out_after": _held_out_metrics(trainer),
+        "held_out_after": after,
         "loss": loss_curve(history),
         "train_mean_logps_chosen": loss_curve(history, "regularizer/mean_logps_chosen"),
         "shift": alignment.token_shift(trainer.model, reference, held_out, tokenizer),
@@ -136,25 +140,26 @@ def displacement(shift) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> dict:
     recipe_args, training_args = parse_args(argv)
-    state = PartialState()
     train = preference_dataset(recipe_args.num_train, recipe_args.difficulty, seed=training_args.seed)
     held_out = preference_dataset(recipe_args.num_eval, recipe_args.difficulty, seed=training_args.seed + 1)
-    results, shifts = {}, {}
-    for variant in recipe_args.variants:
+    shifts = {}
+
+    def run(variant: str) -> dict:
         result = run_variant(variant, recipe_args, training_args, train, held_out)
         shifts[variant] = result.pop("shift")
-        result["held_out_displacement"] = displacement(shifts[variant])
-        results[variant] = result
+        return result | {"held_out_displacement": displacement(shifts[variant])}
+
+    def line(variant: str, result: dict) -> str:
         d, after = result["held_out_displacement"], result["held_out_after"]
-        state.print(
+        return (
             f"{recipe_args.algorithm} {variant}: held-out chosen mean log-prob {d['chosen_mean_logp_before']:.3f} -> "
             f"{d['chosen_mean_logp_after']:.3f}, rejected {d['rejected_mean_logp_before']:.3f} -> "
             f"{d['rejected_mean_logp_after']:.3f}, log P {d['log_p_before']:.3f} -> {d['log_p_after']:.3f}; "
             f"reward accuracy {after['reward_accuracy']:.3f}, margin {after['reward_margin']:.3f} "
             f"({result['steps']} steps, {result['train_seconds']:.0f} s)"
         )
-    if state.is_main_process:
-        out = write_results(training_args.output_dir, results)
+
+    def write_reports(results: dict, out: Path) -> list[str]:
         title = f"{display_name(recipe_args.algorithm)} on {recipe_args.model}: held-out per-token change"
         alignment.write_report(shifts, out, title)
         plot_curves(
@@ -163,8 +168,9 @@ def main(argv: list[str] | None = None) -> dict:
             f"{display_name(recipe_args.algorithm)}: chosen responses during training",
             ylabel="mean token log-prob (train batch)",
         )
-        state.print(f"wrote results.json, logps.png, token_shift.json and token_shift.png to {out}")
-    return results
+        return ["logps.png", "token_shift.json", "token_shift.png"]
+
+    return compare_runs(recipe_args.variants, run, line, training_args.output_dir, write_reports)
 
 
 if __name__ == "__main__":

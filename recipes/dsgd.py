@@ -22,15 +22,13 @@ import csv
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from accelerate import PartialState
-from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.datasets import load_breast_cancer
 from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
@@ -38,9 +36,18 @@ from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
-from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
-from hf_ext.models import llama_from_scratch
-from hf_ext.optim import TOPOLOGIES, DecentralizedMetricsCallback, DecentralizedSGD, DecentralizedTrainer, Topology
+from hf_ext.data import digits, stdlib_bpe_tokenizer, stdlib_corpus
+from hf_ext.models import digits_mlp, llama_from_scratch
+from hf_ext.optim import (
+    TOPOLOGIES,
+    DecentralizedMetricsCallback,
+    DecentralizedSGD,
+    DecentralizedTrainer,
+    Topology,
+    WorkerProblem,
+    ring_allreduce_bytes,
+    train_decentralized,
+)
 from hf_ext.plotting import DPI
 from hf_ext.recipes._plotting import plot_seed_curves
 from hf_ext.recipes._results import write_results
@@ -120,17 +127,6 @@ def parser(argv: list[str] | None = None) -> TrlParser:
     return settings_parser(DSGDArguments, DSGDTrainingArguments)
 
 
-@dataclass
-class Problem:
-    """One worker's view: its shard of the training data, a model builder, its loss, and the global error."""
-
-    features: torch.Tensor
-    targets: torch.Tensor
-    make_model: Callable[[int], nn.Module]
-    loss: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
-    evaluate: Callable[[nn.Module], dict[str, float]]
-
-
 def _shards(targets: np.ndarray, features: np.ndarray, world: int, split: str) -> np.ndarray:
     """Row indices in worker order, equal shards (the tail that does not divide is dropped)."""
     if split == "sorted":
@@ -140,7 +136,7 @@ def _shards(targets: np.ndarray, features: np.ndarray, world: int, split: str) -
     return order[: len(order) - len(order) % world]
 
 
-def logistic_problem(rank: int, world: int, args: DSGDArguments) -> Problem:
+def logistic_problem(rank: int, world: int, args: DSGDArguments) -> WorkerProblem:
     data = load_breast_cancer()
     keep = _shards(data.target, data.data, world, args.split)
     x = torch.tensor(data.data[keep], dtype=torch.float64)
@@ -170,22 +166,19 @@ def logistic_problem(rank: int, world: int, args: DSGDArguments) -> Problem:
         w = model.weight[0].detach()
         return {"error": float((w - optimum).square().sum()), "suboptimality": float(objective(w)) - minimum}
 
-    return Problem(x[shard], y[shard], make_model, loss, evaluate)
+    return WorkerProblem(x[shard], y[shard], make_model, loss, evaluate)
 
 
-def mlp_problem(rank: int, world: int, args: DSGDArguments) -> Problem:
-    data = load_digits()
-    test = np.random.default_rng(0).permutation(len(data.target))[: len(data.target) // 5]
-    train = np.setdiff1d(np.arange(len(data.target)), test)
-    train = train[_shards(data.target[train], data.data[train], world, args.split)]
-    x_all = torch.tensor(data.data / 16.0, dtype=torch.float32)
-    y_all = torch.tensor(data.target)
+def mlp_problem(rank: int, world: int, args: DSGDArguments) -> WorkerProblem:
+    x_all, y_all = digits()
+    test = np.random.default_rng(0).permutation(len(y_all))[: len(y_all) // 5]
+    train = np.setdiff1d(np.arange(len(y_all)), test)
+    train = train[_shards(y_all.numpy()[train], x_all.numpy()[train], world, args.split)]
     x, y = x_all[train], y_all[train]
     shard = slice(rank * len(x) // world, (rank + 1) * len(x) // world)
 
     def make_model(seed: int) -> nn.Module:
-        torch.manual_seed(seed)
-        return nn.Sequential(nn.Linear(64, args.hidden_size), nn.Tanh(), nn.Linear(args.hidden_size, 10))
+        return digits_mlp(args.hidden_size, seed)
 
     def loss(model: nn.Module, features: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(model(features), targets)
@@ -195,51 +188,22 @@ def mlp_problem(rank: int, world: int, args: DSGDArguments) -> Problem:
         accuracy = (model(x_all[test]).argmax(1) == y_all[test]).float().mean()
         return {"error": float(loss(model, x, y)), "test_accuracy": float(accuracy)}
 
-    return Problem(x[shard], y[shard], make_model, loss, evaluate)
+    return WorkerProblem(x[shard], y[shard], make_model, loss, evaluate)
 
 
-def train_loop(problem: Problem, topology: str, seed: int, rank: int, args: DSGDArguments, training_args) -> dict:
-    """One run of the plain loop; ``topology="ddp"`` is the baseline: SGD under DistributedDataParallel."""
-    model = problem.make_model(seed)
-    sgd = torch.optim.SGD(model.parameters(), lr=training_args.learning_rate)
-    if topology == "ddp":
-        trained = nn.parallel.DistributedDataParallel(model) if dist.is_initialized() else model
-        optimizer, decentralized = sgd, None
-    else:
-        trained = model
-        optimizer = decentralized = DecentralizedSGD(sgd, topology, args.order)
-    t0 = args.lr_decay_steps
-    schedule = torch.optim.lr_scheduler.LambdaLR(sgd, lambda step: t0 / (step + t0))
-    generator = torch.Generator().manual_seed(1000 * seed + rank)
-    batch = training_args.per_device_train_batch_size
-    curve, seconds = [], 0.0
-    for step in range(training_args.max_steps + 1):
-        if step % args.eval_every == 0 or step == training_args.max_steps:
-            consensus = decentralized.consensus_distance() if decentralized else 0.0
-            if decentralized:
-                with decentralized.averaged_parameters():
-                    metrics = problem.evaluate(model)
-            else:
-                metrics = problem.evaluate(model)
-            curve.append({"step": step, "consensus_distance": consensus, **metrics})
-        if step == training_args.max_steps:
-            break
-        start = time.perf_counter()
-        rows = torch.randint(len(problem.targets), (batch,), generator=generator)
-        optimizer.zero_grad()
-        trained_loss = problem.loss(trained, problem.features[rows], problem.targets[rows])
-        trained_loss.backward()
-        optimizer.step()
-        schedule.step()
-        seconds += time.perf_counter() - start
-    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    world = dist.get_world_size() if dist.is_initialized() else 1
-    bytes_per_step = (
-        2 * (world - 1) / world * param_bytes  # a ring all-reduce's bytes sent per process
-        if decentralized is None
-        else decentralized.communicator.bytes_sent / training_args.max_steps
+def loop_run(problem: WorkerProblem, topology: str, seed: int, args: DSGDArguments, training_args) -> dict:
+    """One run of the plain loop (``topology="ddp"``: SGD under DistributedDataParallel, the baseline)."""
+    return train_decentralized(
+        problem,
+        topology,
+        seed,
+        lr=training_args.learning_rate,
+        steps=training_args.max_steps,
+        batch_size=training_args.per_device_train_batch_size,
+        lr_decay_steps=args.lr_decay_steps,
+        eval_every=args.eval_every,
+        order=args.order,
     )
-    return {"curve": curve, "seconds_per_step": seconds / training_args.max_steps, "bytes_per_step": bytes_per_step}
 
 
 def lm_run(topology: str, seed: int, args: DSGDArguments, training_args, data) -> dict:
@@ -273,9 +237,7 @@ def lm_run(topology: str, seed: int, args: DSGDArguments, training_args, data) -
         with torch.no_grad():
             loss = float(model(**loss_inputs).loss)
         curve.append({"step": training_args.max_steps, "consensus_distance": 0.0, "error": loss})
-    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    world = trainer.accelerator.num_processes
-    bytes_per_step = 2 * (world - 1) / world * param_bytes
+    bytes_per_step = ring_allreduce_bytes(model, trainer.accelerator.num_processes)
     if topology != "ddp":
         bytes_per_step = trainer.optimizer.optimizer.communicator.bytes_sent / training_args.max_steps
     return {"curve": curve, "seconds_per_step": seconds, "bytes_per_step": bytes_per_step}
@@ -356,7 +318,7 @@ def main(argv: list[str] | None = None) -> dict:
         if script_args.problem == "lm":
             curves[name].append(lm_run(name, seed, script_args, training_args, data))
         else:
-            curves[name].append(train_loop(problem, name, seed, rank, script_args, training_args))
+            curves[name].append(loop_run(problem, name, seed, script_args, training_args))
     results = {
         "problem": script_args.problem,
         "processes": world,

@@ -14,7 +14,6 @@ delta checkpoint in each mode (exact; bf16-visible) vs a full one. Checkpoints, 
 """
 
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,16 +24,15 @@ from transformers import set_seed
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 from hf_ext._sharded import whole
-from hf_ext._validation import check_finite_fields
+from hf_ext._validation import check_counts, check_finite_fields
 from hf_ext.data import arithmetic_dataset, arithmetic_reward, final_number_format_reward
 from hf_ext.evaluation import arithmetic_accuracy
 from hf_ext.models import CAUSAL_LMS, load_causal_lm
 from hf_ext.plotting import loss_curve
 from hf_ext.recipes._plotting import plot_curves
-from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser
-from hf_ext.recipes._training import train_resumable
+from hf_ext.recipes._training import compare_runs, train_measured
 from hf_ext.rl import SparseDeltaCallback, UpdateSparsityCallback, checked_reward, save_sparse_delta
 from hf_ext.rl.delta import MODES
 from hf_ext.rl.presets import DELTA_SETTINGS, LEARNING_RATES, OPTIMIZER_SETTINGS
@@ -87,6 +85,10 @@ class GRPOSGDArguments:
             raise ValueError(f"`delta_mode` must be one of {list(MODES)}, got {self.delta_mode!r}")
         if self.format_reward_weight < 0:
             raise ValueError(f"`format_reward_weight` must be >= 0, got {self.format_reward_weight}")
+        check_counts(self, ("num_train", "num_eval"))
+        for name in ("sgd_learning_rate", "adamw_learning_rate"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"GRPOSGDArguments: `{name}` must be >= 0, got {getattr(self, name)}")
 
 
 @dataclass
@@ -151,10 +153,6 @@ def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: 
         output_dir=str(Path(training_args.output_dir) / optimizer),
     )
 
-    def held_out_reward() -> float:
-        return arithmetic_accuracy(model, tokenizer, held_out, script_args.max_new_tokens)
-
-    before = held_out_reward()
     sparsity = UpdateSparsityCallback()
     delta_dtype = DELTA_SETTINGS["dtype"] if script_args.delta_mode == "visible" else None
     trainer = GRPOTrainer(
@@ -165,16 +163,16 @@ def run_optimizer(optimizer: str, script_args: GRPOSGDArguments, training_args: 
         processing_class=tokenizer,
         callbacks=[sparsity, SparseDeltaCallback(base_state, script_args.delta_mode, delta_dtype)],
     )
-    start = time.perf_counter()
-    train_resumable(trainer, several_runs=True)
-    seconds = time.perf_counter() - start
+    before, after, seconds = train_measured(
+        trainer, lambda: arithmetic_accuracy(model, tokenizer, held_out, script_args.max_new_tokens)
+    )
     final = sparsity.measure(trainer.model, trainer.optimizer)
     history = trainer.state.log_history
     return {
         "learning_rate": args.learning_rate,
         "param_dtype": script_args.param_dtype,
         "held_out_reward_before": before,
-        "held_out_reward_after": held_out_reward(),
+        "held_out_reward_after": after,
         "changed_fraction": final["sparsity/changed_entry_fraction"],
         "changed_fraction_bf16": final["sparsity/changed_entry_fraction_bf16"],
         "optimizer_state_bytes": final["sparsity/optimizer_state_bytes"],
@@ -193,29 +191,31 @@ def parser(argv: list[str] | None = None) -> TrlParser:
 
 def main(argv: list[str] | None = None) -> dict:
     script_args, training_args = parser(argv).parse_args_and_config(argv)
-    state = PartialState()
     train = arithmetic_dataset(script_args.num_train, script_args.difficulty, seed=training_args.seed)
     held_out = arithmetic_dataset(script_args.num_eval, script_args.difficulty, seed=training_args.seed + 1)
-    results = {}
-    for optimizer in script_args.optimizers:
-        r = results[optimizer] = run_optimizer(optimizer, script_args, training_args, train, held_out)
-        state.print(
+
+    def run(optimizer: str) -> dict:
+        return run_optimizer(optimizer, script_args, training_args, train, held_out)
+
+    def line(optimizer: str, r: dict) -> str:
+        return (
             f"{optimizer}: held-out reward {r['held_out_reward_before']:.3f} -> {r['held_out_reward_after']:.3f}; "
             f"changed {r['changed_fraction']:.3e} of entries (bf16 {r['changed_fraction_bf16']:.3e}); optimizer "
             f"state {r['optimizer_state_bytes']} B; sparse delta / full checkpoint "
             f"({r['full_checkpoint_bytes'] / 1e6:.1f} MB): exact {r['delta_over_full_exact']:.3f}, bf16-visible "
             f"{r['delta_over_full_visible']:.3f} ({r['steps']} steps, {r['train_seconds']:.0f} s)"
         )
-    if state.is_main_process:
-        out = write_results(training_args.output_dir, results)
+
+    def write_reports(results: dict, out: Path) -> list[str]:
         plot_curves(
             {name: r["train_reward"] for name, r in results.items()},
             out / "reward.png",
             f"GRPO on {script_args.model}: SGD vs AdamW",
             ylabel="mean training reward",
         )
-        state.print(f"wrote {out / 'results.json'} and {out / 'reward.png'}")
-    return results
+        return ["reward.png"]
+
+    return compare_runs(script_args.optimizers, run, line, training_args.output_dir, write_reports)
 
 
 if __name__ == "__main__":

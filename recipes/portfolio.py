@@ -40,6 +40,7 @@ from hf_ext.companion.portfolio import DATASETS, TCO, SparseTCO, SparseTCOConfig
 from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
 from hf_ext.recipes._plotting import plot_bands
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
 
 SPARSE = ("sparse_tco", "topk_tco")  # run once per K
@@ -204,4 +205,4 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

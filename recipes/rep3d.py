@@ -12,7 +12,8 @@ large kernels' mask differs: ``rep3d`` learns ``M = P + f(P)``, ``fixed_prior`` 
 ``no_mask`` uses the kernel as it is, and ``small_kernel`` replaces every kernel by a
 ``small_kernel_size`` one (no mask). Each runs at ``learning_rate`` times each of
 ``lr_multipliers`` (the higher one probes the stability claim). Validation Dice per class is
-measured every ``eval_steps``.
+measured every ``eval_steps``. The encoder's sizes are ``Rep3DConfig``'s own fields (its defaults; the shipped
+configs set the recipe's smaller encoder).
 
 Writes ``runs.csv`` (final Dice per run), ``curves.csv`` (validation mean Dice per evaluation),
 ``results.json`` (per variant and learning rate: mean and std over seeds), ``rep3d_dice.png``
@@ -40,11 +41,12 @@ from hf_ext.models.rep3d import DiceMetrics, Rep3DConfig, Rep3DForSegmentation, 
 from hf_ext.recipes._plotting import plot_bands, plot_label_slices
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
-from hf_ext.recipes._settings import run_config, settings_parser
+from hf_ext.recipes._settings import library_field, run_config, set_per_run, settings_parser
 from hf_ext.recipes._training import train_resumable
 
 VARIANTS = ("rep3d", "fixed_prior", "no_mask", "small_kernel")
 MASKS = {"rep3d": "learned", "fixed_prior": "prior", "no_mask": "none", "small_kernel": "none"}
+
 
 @dataclass
 class Rep3DArguments:
@@ -60,16 +62,11 @@ class Rep3DArguments:
     num_train: int = field(default=64, metadata={"help": "Training volumes."})
     num_validation: int = field(default=8, metadata={"help": "Validation volumes."})
     volume_seed: int = field(default=0, metadata={"help": "Seed of the synthetic volumes (the same for every run)."})
-    hidden_sizes: list[int] = field(
-        default_factory=lambda: [8, 16, 32, 64], metadata={"help": "Channels of the four encoder stages."}
-    )
-    depths: list[int] = field(default_factory=lambda: [1, 1, 1, 1], metadata={"help": "Blocks per stage."})
-    kernel_sizes: list[int] = field(
-        default_factory=lambda: [13, 7, 5, 3],
-        metadata={"help": "Large kernel of each stage (odd); 21 everywhere, Rep3D's default, costs 12x more on a CPU."},
-    )
+    hidden_sizes: list[int] = library_field(Rep3DConfig, "hidden_sizes")
+    depths: list[int] = library_field(Rep3DConfig, "depths")
+    kernel_sizes: list[int] = library_field(Rep3DConfig, "kernel_sizes")
     small_kernel_size: int = field(default=3, metadata={"help": "Kernel of every stage in `small_kernel` (odd)."})
-    decoder_hidden_size: int = field(default=32, metadata={"help": "Channels of the decoder."})
+    decoder_hidden_size: int = library_field(Rep3DConfig, "decoder_hidden_size")
 
     def __post_init__(self):
         check_finite_fields(self)
@@ -100,9 +97,24 @@ class Rep3DArguments:
         )
 
 
+@dataclass
+class Rep3DTrainingArguments(TrainingArguments):
+    """TrainingArguments less what the recipe sets: each run's seed (one of ``seeds``), and the logging of a
+    diverged run's loss as NaN (the Trainer's filter would log the mean of its finite losses)."""
+
+    seed: int = set_per_run(TrainingArguments, "seed", by="Rep3DArguments' `seeds`")
+    logging_nan_inf_filter: bool = set_per_run(
+        TrainingArguments, "logging_nan_inf_filter", by="the recipe (false: a diverged run logs NaN)"
+    )
+
+    def __post_init__(self):
+        check_finite_fields(self)
+        super().__post_init__()
+
+
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The parser ``main`` reads its settings with (the same for every ``argv``)."""
-    return settings_parser(Rep3DArguments, TrainingArguments)
+    return settings_parser(Rep3DArguments, Rep3DTrainingArguments)
 
 
 def parse_args(argv: list[str] | None) -> tuple[Rep3DArguments, TrainingArguments]:
@@ -129,7 +141,7 @@ def train_one(args, training_args, data, variant: str, multiplier: float, seed: 
         learning_rate=training_args.learning_rate * multiplier,
         seed=seed,
         output_dir=str(out / f"{variant}_lr{multiplier:g}_seed{seed}"),
-        logging_nan_inf_filter=False,  # a diverged run logs NaN, not the mean of its finite losses
+        logging_nan_inf_filter=False,
     )
     trainer = Trainer(
         model=build_model(args, variant, seed),

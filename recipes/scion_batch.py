@@ -37,16 +37,9 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.data import PackedStream, PackedStreamCollator, stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.distributed import unsharded_copy
 from hf_ext.models import llama_from_scratch
-from hf_ext.optim import (
-    BatchSchedule,
-    BatchScheduleCallback,
-    Constants,
-    MuonWithAdamW,
-    Scion,
-    critical_batch_size,
-    measure_constants,
-)
+from hf_ext.optim import BatchSchedule, BatchScheduleCallback, Constants, Scion, critical_batch_size, measure_constants
 from hf_ext.plotting import plot_labelled_points
+from hf_ext.recipes._optimizers import build_optimizer
 from hf_ext.recipes._plotting import plot_seed_curves
 from hf_ext.recipes._results import write_results
 from hf_ext.recipes._script import run_as_script
@@ -136,14 +129,6 @@ class ScheduledTrainingArguments(TrainingArguments):
 def parser(argv: list[str] | None = None) -> TrlParser:
     """The recipe's parser (``argv`` is parsed by :func:`main`; ``hf-ext run scion_batch --help`` lists the fields)."""
     return settings_parser(ScionBatchArguments, ScheduledTrainingArguments)
-
-
-def build_optimizer(name: str, model, lr: float) -> torch.optim.Optimizer:
-    if name == "scion":
-        return Scion(model, lr=lr)
-    if name == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    return MuonWithAdamW(model, lr)
 
 
 def corpus_data(script_args: ScionBatchArguments):
@@ -255,15 +240,6 @@ def _sweep_point(name, schedule, base_lr, data, script_args, training_args, labe
     }
 
 
-def adaptive_schedule(best: dict, script_args, multiple: int, max_seq_len: int | None = None) -> BatchSchedule:
-    """Stages ending at the best fixed batch: ``B_0 S_0 = B* S* (T_0 / T)^(2/3)`` by the rule, run backwards."""
-    ratio, stages = script_args.adaptive_stage_ratio, script_args.adaptive_stages
-    budgets = [round(script_args.token_budget / ratio**k) for k in reversed(range(stages))]
-    first_tokens = best["tokens_per_step"] * (budgets[0] / budgets[-1]) ** (2 / 3)
-    batch = max(multiple, multiple * round(first_tokens / script_args.seq_len / multiple))
-    return BatchSchedule(budgets, batch, script_args.seq_len, script_args.seq_share, max_seq_len, multiple)
-
-
 def _mean_constants(runs: list[dict]) -> dict:
     return {k: statistics.fmean(r["constants"][k] for r in runs) for k in runs[0]["constants"]}
 
@@ -282,7 +258,15 @@ def main(argv: list[str] | None = None) -> dict:
         fixed.append(_sweep_point("scion", schedule, base, data, script_args, training_args, f"scion_B{batch}"))
     best = min(fixed, key=lambda row: row["final_loss"])
 
-    adaptive = adaptive_schedule(best, script_args, multiple)
+    adaptive = BatchSchedule.ending_at(
+        best["tokens_per_step"],
+        budget,
+        script_args.adaptive_stages,
+        script_args.adaptive_stage_ratio,
+        seq,
+        script_args.seq_share,
+        multiple=multiple,
+    )
     first_lr = best["lr"] / adaptive.stages[-1].lr_factor  # stage 0's step size: the last stage runs at the best's
     rows = [_sweep_point("scion", adaptive, first_lr, data, script_args, training_args, "scion_adaptive")]
     best_schedule = BatchSchedule([budget], best["batch_size"], seq, multiple=multiple)

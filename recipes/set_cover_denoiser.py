@@ -20,6 +20,7 @@ from hf_ext.companion.combinatorial.set_cover import DenoiserTrainingConfig, sav
 from hf_ext.recipes._jobs import on_main_process
 from hf_ext.recipes._plotting import plot_curves
 from hf_ext.recipes._results import write_results
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import run_config, settings_parser
 
 
@@ -56,4 +57,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

@@ -52,7 +52,8 @@ from hf_ext.companion.single_index import (
 from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
 from hf_ext.recipes._plotting import plot_bands, plot_log_sweeps
 from hf_ext.recipes._results import write_results, write_rows
-from hf_ext.recipes._settings import settings_parser
+from hf_ext.recipes._script import run_as_script
+from hf_ext.recipes._settings import estimator_field, settings_parser
 
 METHODS = ("joint", "oracle", "relu_link", "two_layer_sgd", "gradient_boosting")
 STRUCTURE_FREE = ("two_layer_sgd", "gradient_boosting")  # no direction, no start: once per data set
@@ -77,12 +78,10 @@ class SingleIndexArguments:
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={"help": f"Any of {list(METHODS)}."})
     seeds: list[int] = field(default_factory=lambda: [0, 1], metadata={"help": "Seeds: w*, the data and the start."})
     noise: float = field(default=0.1, metadata={"help": "Standard deviation of the label noise (>= 0)."})
-    max_iter: int = field(default=300, metadata={"help": "Iterations per fit (link update + direction step each)."})
-    learning_rate: float = field(default=0.5, metadata={"help": "Step of the direction on the sphere (> 0)."})
-    link_step: float = field(
-        default=1.0, metadata={"help": "Fraction of the way to the kernel ridge fit per iteration, in (0, 1]."}
-    )
-    max_degree: int = field(default=6, metadata={"help": "Largest Hermite degree of the learned link (>= 1)."})
+    max_iter: int = estimator_field(SingleIndexRegressor, "max_iter")
+    learning_rate: float = estimator_field(SingleIndexRegressor, "learning_rate")
+    link_step: float = estimator_field(SingleIndexRegressor, "link_step")
+    max_degree: int = estimator_field(SingleIndexRegressor, "max_degree")
     baseline_dims: list[int] = field(
         default_factory=lambda: [128],
         metadata={"help": "Dimensions (of `dims`) where the two-layer network and gradient boosting run."},
@@ -111,17 +110,28 @@ class SingleIndexArguments:
             "init_overlaps": (all(-1 <= m <= 1 for m in self.init_overlaps), "overlaps in [-1, 1]"),
             "seeds": (bool(self.seeds), "a non-empty list"),
             "noise": (self.noise >= 0, ">= 0"),
-            "learning_rate": (self.learning_rate > 0, "> 0"),
-            "link_step": (0 < self.link_step <= 1, "in (0, 1]"),
             "baseline_dims": (set(self.baseline_dims) <= set(self.dims), "a subset of `dims`"),
         }
-        for name in ("torch_threads", "max_iter", "max_degree", "net_width", "net_batch_size", "n_test", "net_lr"):
+        for name in ("torch_threads", "net_width", "net_batch_size", "n_test", "net_lr"):
             checks[name] = (getattr(self, name) > 0, "> 0")
         for name, (ok, allowed) in checks.items():
             if not ok:
                 raise ValueError(f"{owner}: `{name}` must be {allowed}, got {getattr(self, name)!r}")
         if not self.init_overlaps and not self.random_init:
             raise ValueError(f"{owner}: give `init_overlaps` or set `random_init`: there is no start to run from")
+        # the estimator's own checks of its settings (scikit-learn's convention keeps them out of __init__, in fit)
+        self.regressor(fixed_link=None, random_state=0)._check_params()
+
+    def regressor(self, fixed_link, random_state: int) -> SingleIndexRegressor:
+        """The estimator with these settings, learning the direction under ``fixed_link`` (None: the link too)."""
+        return SingleIndexRegressor(
+            max_degree=self.max_degree,
+            learning_rate=self.learning_rate,
+            link_step=self.link_step,
+            max_iter=self.max_iter,
+            fixed_link=fixed_link,
+            random_state=random_state,
+        )
 
     def starts(self) -> list[str]:
         """The starting directions: ``"random"`` and each overlap of ``init_overlaps``, as text."""
@@ -166,14 +176,7 @@ def run_one(link: str, d: int, ratio: float, start: str, method: str, seed: int,
         predict = HistGradientBoostingRegressor(random_state=seed).fit(X, y).predict
     else:
         fixed = {"joint": None, "oracle": link_coefficients(link, 4), "relu_link": link_coefficients("relu", 6)}
-        model = SingleIndexRegressor(
-            max_degree=args.max_degree,
-            learning_rate=args.learning_rate,
-            link_step=args.link_step,
-            max_iter=args.max_iter,
-            fixed_link=fixed[method],
-            random_state=seed,
-        )
+        model = args.regressor(fixed[method], seed)
         w_init = None if start == "random" else direction_with_overlap(w_star, float(start), seed + 1)
         model.fit(X, y, w_init=w_init, w_star=w_star)
         predict, overlaps = model.predict, model.overlap_history_.tolist()
@@ -300,4 +303,4 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

@@ -43,10 +43,12 @@ from trl import TrlParser
 from hf_ext._validation import check_finite_fields
 from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
-from hf_ext.optim import NGN, SPS, near_best_width, ratio_at_multiple
+from hf_ext.optim import near_best_width, ratio_at_multiple, reference_optimum
 from hf_ext.recipes._jobs import check_workers, on_main_process, run_all, workers_field
+from hf_ext.recipes._optimizers import build_optimizer
 from hf_ext.recipes._plotting import plot_log_sweeps
 from hf_ext.recipes._results import write_results, write_rows
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import settings_parser
 
 METHODS = ("sgd", "sgd_momentum", "adamw", "sps", "ngn", "ngn_m")
@@ -221,37 +223,20 @@ def run_named(name: str, method: str, step_size: float, seed: int, args: StepSiz
 
 
 def optimum(problem: Problem) -> float:
-    """The convex problem's minimum, by full-batch L-BFGS in float64 from the zero start."""
-    model = problem.build(0).double()
-    optimizer = torch.optim.LBFGS(
-        model.parameters(), max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-16, line_search_fn="strong_wolfe"
-    )
-    index = torch.arange(len(problem.inputs))
-
-    def closure():
-        optimizer.zero_grad()
-        loss = problem.loss(model, index)
-        loss.backward()
-        return loss
-
-    optimizer.step(closure)
-    return problem.full_loss(model)
+    """The convex problem's minimum ``f*``: its loss at the L-BFGS reference optimum, from the zero start."""
+    every_row = torch.arange(len(problem.inputs))
+    return problem.full_loss(reference_optimum(problem.build(0), lambda model: problem.loss(model, every_row)))
 
 
-def build_optimizer(method: str, params, step_size: float, args: StepSizeSensitivityArguments):
-    if method in ("sgd", "sgd_momentum"):
-        return torch.optim.SGD(params, lr=step_size, momentum=args.momentum if method == "sgd_momentum" else 0.0)
-    if method == "adamw":
-        return torch.optim.AdamW(params, lr=step_size, weight_decay=0.0)
-    if method == "sps":
-        return SPS(params, lr=step_size, c=args.sps_c)
-    return NGN(params, lr=step_size, momentum=args.momentum if method == "ngn_m" else 0.0)
+def method_optimizer(method: str, model: nn.Module, step_size: float, args: StepSizeSensitivityArguments):
+    """``method`` at ``step_size`` with this sweep's momentum and SPS constant."""
+    return build_optimizer(method, model, step_size, momentum=args.momentum, sps_c=args.sps_c)
 
 
 def run_one(problem: Problem, method: str, step_size: float, seed: int, args) -> dict:
     """One training run; the final loss is ``inf`` once the training loss stops being finite."""
     model = problem.build(seed)
-    optimizer = build_optimizer(method, model.parameters(), step_size, args)
+    optimizer = method_optimizer(method, model, step_size, args)
     generator = torch.Generator().manual_seed(seed)
     seconds, diverged = [], False
     for _ in range(problem.steps):
@@ -286,7 +271,7 @@ def run_one(problem: Problem, method: str, step_size: float, seed: int, args) ->
 def _fixed_batch_step(problem: Problem, method: str, args: StepSizeSensitivityArguments) -> Callable[[], object]:
     """One training step (forward, backward, optimizer) of ``method`` at step size 1e-3 on a fixed batch."""
     model = problem.build(0)
-    optimizer = build_optimizer(method, model.parameters(), 1e-3, args)
+    optimizer = method_optimizer(method, model, 1e-3, args)
     index = torch.arange(problem.batch_size)
 
     def closure():
@@ -410,4 +395,4 @@ def main(argv: list[str] | None = None, executor: Executor | None = None) -> dic
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

@@ -35,16 +35,14 @@ from pathlib import Path
 
 import torch
 from accelerate import PartialState
-from sklearn.datasets import load_digits
 from torch import nn
 from tqdm.auto import tqdm
 from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
 from hf_ext._validation import check_finite_fields
-from hf_ext.data import stdlib_bpe_tokenizer, stdlib_corpus
-from hf_ext.models import llama_from_scratch
-from hf_ext.optim import MuonWithAdamW, SymmetryCurvature, symmetry_param_groups
+from hf_ext.data import digits, stdlib_bpe_tokenizer, stdlib_corpus
+from hf_ext.models import digits_mlp, llama_from_scratch
 from hf_ext.optim.symmetry_curvature import (
     GROUPS,
     CurvatureTask,
@@ -56,6 +54,7 @@ from hf_ext.optim.symmetry_curvature import (
     second_moment_estimates,
 )
 from hf_ext.plotting import plot_labelled_points
+from hf_ext.recipes._optimizers import build_optimizer
 from hf_ext.recipes._plotting import plot_grouped_bars
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
@@ -157,18 +156,12 @@ def parser(argv: list[str] | None = None) -> TrlParser:
 # ---------------------------------------------------------------- data and models
 
 
-def digits(seed: int = 0) -> dict[str, torch.Tensor]:
+def digits_split(seed: int = 0) -> dict[str, torch.Tensor]:
     """scikit-learn's digits scaled to [0, 1], split 80/20 by a seeded permutation."""
-    data = load_digits()
-    x, y = torch.tensor(data.data, dtype=torch.float32) / 16, torch.tensor(data.target)
+    x, y = digits()
     order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
     cut = int(0.8 * len(y))
     return {"x": x[order[:cut]], "y": y[order[:cut]], "x_val": x[order[cut:]], "y_val": y[order[cut:]]}
-
-
-def mlp(hidden: int, seed: int) -> nn.Sequential:
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(64, hidden), nn.Tanh(), nn.Linear(hidden, 10))
 
 
 def corpus(script_args: SymmetryCurvatureArguments):
@@ -189,7 +182,7 @@ def mlp_task(script_args, data, seed: int) -> CurvatureTask:
     def loss(model, inputs):
         return nn.functional.cross_entropy(model(inputs[0]), inputs[1])
 
-    return CurvatureTask(mlp(script_args.mlp_hidden, seed), batch, loss)
+    return CurvatureTask(digits_mlp(script_args.mlp_hidden, seed), batch, loss)
 
 
 def tiny_lm_task(script_args, tokenizer, train, seed: int) -> CurvatureTask:
@@ -215,7 +208,7 @@ def tiny_lm_task(script_args, tokenizer, train, seed: int) -> CurvatureTask:
 def accuracy(script_args: SymmetryCurvatureArguments, lm_data, seed: int) -> list[dict]:
     """Part (a) for one seed: one row per (model, layer, estimate, power)."""
     tokenizer, train, held_out = lm_data
-    data = digits(seed)
+    data = digits_split(seed)
     cases = [
         (mlp_task(script_args, data, seed), ["0.weight", "2.weight"], (data["x_val"], data["y_val"]), "mlp_digits"),
         (
@@ -245,19 +238,9 @@ def accuracy(script_args: SymmetryCurvatureArguments, lm_data, seed: int) -> lis
 # ---------------------------------------------------------------- (b) optimization
 
 
-def build_optimizer(name: str, model: nn.Module, lr: float) -> torch.optim.Optimizer:
-    if name == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    if name == "symmetry":
-        return SymmetryCurvature(model, lr=lr)
-    if name == "shampoo_style":
-        return SymmetryCurvature(symmetry_param_groups(model, hidden="orthogonal"), lr=lr)
-    return MuonWithAdamW(model, lr)
-
-
 def train_mlp(script_args, name: str, lr: float, seed: int) -> dict:
     """The MLP on digits: ``mlp_steps`` steps of batch 64; held-out loss, accuracy and seconds per step."""
-    data, model = digits(0), mlp(script_args.mlp_train_hidden, seed)
+    data, model = digits_split(0), digits_mlp(script_args.mlp_train_hidden, seed)
     optimizer, generator = build_optimizer(name, model, lr), torch.Generator().manual_seed(seed)
     start = time.perf_counter()
     for _ in range(script_args.mlp_steps):

@@ -17,6 +17,7 @@ from hf_ext.alignment import token_shift, write_report
 from hf_ext.data import preference_dataset
 from hf_ext.models import check_causal_lm, load_causal_lm
 from hf_ext.recipes._jobs import on_main_process
+from hf_ext.recipes._script import run_as_script
 from hf_ext.recipes._settings import settings_parser
 
 
@@ -62,4 +63,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_as_script(main)

@@ -6,7 +6,7 @@ from .causal_lm import CAUSAL_LMS, check_causal_lm, load_causal_lm
 from .minilm import load_minilm, minilm_path
 from .rep3d import Rep3DConfig, Rep3DConv, Rep3DForSegmentation, Rep3DModel
 from .smollm2 import SMOLLM2_135M_SHAPE, load_smollm2, load_smollm2_tokenizer, smollm2_from_scratch, smollm2_path
-from .tiny import llama_from_scratch, tiny_causal_lm
+from .tiny import digits_mlp, llama_from_scratch, tiny_causal_lm
 
 __all__ = [
     "CAUSAL_LMS",
@@ -18,6 +18,7 @@ __all__ = [
     "SMOLLM2_135M_SHAPE",
     "cache_root",
     "check_causal_lm",
+    "digits_mlp",
     "llama_from_scratch",
     "load_causal_lm",
     "load_minilm",

@@ -1,6 +1,7 @@
-"""Randomly initialised Llama-architecture models: tiny ones for tests, small ones for pretraining."""
+"""Randomly initialised models: tiny Llamas for tests, small ones for pretraining, and the MLP on digits."""
 
 import torch
+from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
 from .smollm2 import load_smollm2_tokenizer
@@ -47,3 +48,11 @@ def tiny_causal_lm(
         tokenizer, hidden_size, num_layers, num_heads=2, num_kv_heads=1, max_positions=1024, seed=seed
     )
     return model, tokenizer
+
+
+def digits_mlp(hidden_size: int, seed: int = 0) -> nn.Sequential:
+    """``Linear(64, hidden_size) - Tanh - Linear(hidden_size, 10)``, the classifier of :func:`hf_ext.data.digits`'s
+    8x8 images, initialised from ``seed`` (the global generators are left as they were)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Linear(64, hidden_size), nn.Tanh(), nn.Linear(hidden_size, 10))

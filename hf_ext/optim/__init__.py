@@ -10,9 +10,12 @@ from .decentralized import (
     DecentralizedTrainer,
     GossipCommunicator,
     Topology,
+    WorkerProblem,
     check_mixing_matrix,
     find_decentralized,
+    ring_allreduce_bytes,
     spectral_gap,
+    train_decentralized,
 )
 from .gradient_smoothing import (
     GradientSmoothing,
@@ -29,6 +32,7 @@ from .loss_step import (
     LossToOptimizerTrainer,
     near_best_width,
     ratio_at_multiple,
+    reference_optimum,
 )
 from .muon import MuonWithAdamW, ShardedMuon
 from .scion import (
@@ -71,6 +75,7 @@ __all__ = [
     "SymmetryCurvature",
     "SymmetryGroup",
     "Topology",
+    "WorkerProblem",
     "check_mixing_matrix",
     "critical_batch_size",
     "distance_weights",
@@ -81,8 +86,11 @@ __all__ = [
     "near_best_width",
     "newton_schulz",
     "ratio_at_multiple",
+    "reference_optimum",
+    "ring_allreduce_bytes",
     "scion_param_groups",
     "smoothing_matrix",
     "spectral_gap",
     "symmetry_param_groups",
+    "train_decentralized",
 ]

@@ -119,6 +119,12 @@ def test_results_table_shows_the_spread_over_seeds_and_the_gap_paired_by_seed():
     ]
 
 
+@pytest.mark.parametrize("name", ["agzo_learning_rate", "mezo_learning_rate"])
+def test_a_negative_learning_rate_is_refused_by_name(name):
+    with pytest.raises(ValueError, match=f"AGZOFinetuneArguments: `{name}` must be >= 0, got -0.01"):
+        AGZOFinetuneArguments(**{name: -0.01})
+
+
 @pytest.mark.parametrize("workers", [0, 1.5, True])
 def test_workers_must_be_a_positive_integer(workers):
     with pytest.raises((TypeError, ValueError), match="`workers` must be an integer"):
@@ -153,6 +159,21 @@ def test_the_shipped_configs_workers_follow_a_launch_of_several_processes(monkey
     own.write_text("workers: 2\n")
     with pytest.raises(SettingsError, match="`workers` must be 1 under a launch of 2 processes"):
         main(["--config", str(own), "--output_dir", str(tmp_path)])
+
+
+def test_the_runs_go_to_the_executor_given_and_none_is_taken_under_a_launch(monkeypatch, tmp_path):
+    """Issue 74: the recipes made of jobs take an executor (Dask, Ray) from Python; agzo_finetune took none."""
+
+    def jobs_run(fn, jobs, workers, desc, executor=None, **kwargs):
+        raise RuntimeError(f"{len(jobs)} runs to {executor}")
+
+    monkeypatch.setattr(agzo_finetune, "run_all", jobs_run)
+    argv = ["--config", str(recipes_dir() / "configs" / "agzo_finetune.yaml"), "--output_dir", str(tmp_path)]
+    with pytest.raises(RuntimeError, match="2 runs to my-cluster"):
+        main(argv, executor="my-cluster")
+    monkeypatch.setattr(agzo_finetune, "PartialState", _TwoProcesses)
+    with pytest.raises(ValueError, match="main: `executor` runs each run in one of its workers; under a launch of 2"):
+        main(argv, executor="my-cluster")
 
 
 @pytest.mark.parametrize("seeds", [[0, 0], [-1]])

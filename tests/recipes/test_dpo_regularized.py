@@ -47,11 +47,23 @@ def test_yaml_config_selects_the_algorithms_trl_config(tmp_path):
         (["--variants", "vanilla", "other"], r"`variants` must be a non-empty subset"),
         (["--regularizer_coef", "-1"], r"`regularizer_coef` must be >= 0"),
         (["--regularizer_form", "l1"], r"`regularizer_form` must be one of"),
+        (["--num_train", "0"], r"PreferenceRecipeArguments: `num_train` must be an integer >= 1, got 0"),
+        (["--num_eval", "-4"], r"PreferenceRecipeArguments: `num_eval` must be an integer >= 1, got -4"),
     ],
 )
 def test_bad_arguments_name_the_field(flags, message):
     with pytest.raises(ValueError, match=message):
         parse_args(["--config", _config("dpo"), *flags])
+
+
+@pytest.mark.parametrize("algorithm", ["dpo", "simpo"])
+def test_a_regularized_variant_without_a_regularizer_is_refused_not_run_as_the_vanilla_one(algorithm):
+    """Issue 74: the vanilla run's coefficient is 0 by definition; the regularized one's is the user's, never 0."""
+    zero = ["--config", _config(algorithm), "--regularizer_coef", "0"]
+    with pytest.raises(ValueError, match=r"Config: `regularizer_coef` must be > 0 for the 'regularized' variant"):
+        parse_args(zero)
+    recipe_args, config = parse_args([*zero, "--variants", "vanilla"])  # no regularized run: nothing contradicts
+    assert recipe_args.variants == ["vanilla"] and config.regularizer_coef == 0
 
 
 @pytest.mark.slow

@@ -57,6 +57,10 @@ def test_what_each_optimizer_run_sets_is_not_a_setting(setting):
         (["--format_reward_weight", "-1"], r"`format_reward_weight` must be >= 0"),
         (["--param_dtype", "float16"], r"`param_dtype` must be one of \['float32', 'bfloat16'\]"),
         (["--delta_mode", "lossy"], r"`delta_mode` must be one of \['exact', 'visible'\]"),
+        (["--num_train", "0"], r"GRPOSGDArguments: `num_train` must be an integer >= 1, got 0"),
+        (["--num_eval", "-1"], r"GRPOSGDArguments: `num_eval` must be an integer >= 1, got -1"),
+        (["--sgd_learning_rate", "-0.1"], r"GRPOSGDArguments: `sgd_learning_rate` must be >= 0, got -0.1"),
+        (["--adamw_learning_rate=-1e-5"], r"GRPOSGDArguments: `adamw_learning_rate` must be >= 0, got -1e-05"),
     ],
 )
 def test_bad_arguments_name_the_field(flags, message):

@@ -1,9 +1,16 @@
 """recipes/_jobs.run_all: the recipes' one way to fan their jobs out."""
 
+import dataclasses
+import inspect
+
 import pytest
 
-from hf_ext.recipes._jobs import check_workers, run_all
+from hf_ext.recipes import available_recipes, load_recipe, recipe_parser
+from hf_ext.recipes._jobs import WORKERS_HELP, check_workers, run_all
 from hf_ext.recipes.portfolio import PortfolioArguments
+
+# The recipes of independent jobs, each with the one `workers` setting (pem takes CocoConfig's, the library's).
+JOB_RECIPES = ("agzo_finetune", "bo_robust", "cam", "lilo", "portfolio", "single_index", "stepsize_sensitivity")
 
 
 def _power(base, exponent):
@@ -49,3 +56,25 @@ def test_under_two_processes_the_main_one_runs_and_both_leave_together(tmp_path,
         "rank_0_returned_['ran']",
         "rank_1_returned_[]",
     ]
+
+
+@pytest.mark.parametrize("name", JOB_RECIPES)
+def test_every_recipe_of_jobs_declares_workers_once_the_same_way_and_takes_an_executor(name):
+    """Issue 74: `workers` was declared three ways (bo_robust's with its own default, 2); one declaration now."""
+    (field,) = [
+        field
+        for kind in recipe_parser(name).dataclass_types
+        for field in dataclasses.fields(kind)
+        if field.name == "workers"
+    ]
+    assert field.default == 1 and field.metadata["help"].startswith(WORKERS_HELP)
+    assert "executor" in inspect.signature(load_recipe(name).main).parameters
+
+
+def test_the_list_holds_every_recipe_with_workers():
+    with_workers = {
+        name
+        for name in available_recipes()
+        if any("workers" in kind.__dataclass_fields__ for kind in recipe_parser(name).dataclass_types)
+    }
+    assert with_workers == {*JOB_RECIPES, "pem"}

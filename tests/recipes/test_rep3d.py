@@ -1,9 +1,11 @@
 import csv
+import dataclasses
 import json
 
 import pytest
 import torch
 
+from hf_ext.models import Rep3DConfig
 from hf_ext.recipes import recipes_dir
 from hf_ext.recipes.rep3d import Rep3DArguments, build_model, main, parse_args
 
@@ -24,6 +26,27 @@ def test_variants_start_from_the_same_weights(tmp_path):
     assert differing == {"rep3d.stages.0.blocks.0.mixer.conv.weight"}  # quick kernels: 5 in stage 0, 3 elsewhere
     assert all(torch.equal(tensor, small[name]) for name, tensor in plain.items() if name not in differing)
     assert not torch.equal(build_model(args, "no_mask", seed=2).state_dict()["head.2.weight"], plain["head.2.weight"])
+
+
+def test_the_encoder_sizes_are_rep3d_configs_and_the_shipped_configs_set_the_recipes(tmp_path):
+    """Issue 74: the recipe declared Rep3DConfig's sizes again with other defaults; it composes them now."""
+    library = {field.name: field for field in dataclasses.fields(Rep3DConfig)}
+    for field in dataclasses.fields(Rep3DArguments):
+        if field.name in library:
+            assert field.metadata == library[field.name].metadata
+            assert getattr(Rep3DArguments(), field.name) == getattr(Rep3DConfig(), field.name)
+    args, _ = parse_args(["--config", str(recipes_dir() / "configs" / "rep3d.yaml"), "--output_dir", str(tmp_path)])
+    sizes = (args.hidden_sizes, args.depths, args.kernel_sizes, args.decoder_hidden_size)
+    assert sizes == ([8, 16, 32, 64], [1, 1, 1, 1], [13, 7, 5, 3], 32)  # the recipe's documented encoder
+
+
+def test_what_the_recipe_sets_for_each_run_is_not_a_training_setting(tmp_path):
+    """Issue 74: every run replaced the user's `seed` and `logging_nan_inf_filter`."""
+    _, training_args = parse_args(_flags(tmp_path))
+    settings = {field.name for field in dataclasses.fields(training_args) if field.init}
+    assert not {"seed", "logging_nan_inf_filter"} & settings and "learning_rate" in settings
+    with pytest.raises(ValueError, match="logging_nan_inf_filter"):
+        parse_args(_flags(tmp_path, "--logging_nan_inf_filter", "true"))
 
 
 @pytest.mark.parametrize(

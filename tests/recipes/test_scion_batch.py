@@ -5,7 +5,7 @@ import json
 import pytest
 
 from hf_ext.recipes import shipped_config
-from hf_ext.recipes.scion_batch import ScionBatchArguments, adaptive_schedule, main, parser, steps_to_reach
+from hf_ext.recipes.scion_batch import ScionBatchArguments, main, parser, steps_to_reach
 
 
 def _flags(tmp_path, *extra, config="scion_batch"):
@@ -27,16 +27,6 @@ def test_what_each_run_sets_is_not_a_training_setting(tmp_path):
     settings = {field.name for field in dataclasses.fields(training_args) if field.init}
     assert not {"max_steps", "per_device_train_batch_size", "learning_rate", "eval_steps", "seed"} & settings
     assert {"lr_scheduler_type", "per_device_eval_batch_size", "output_dir"} <= settings
-
-
-def test_the_adaptive_schedule_ends_at_the_best_fixed_batch():
-    args = ScionBatchArguments(token_budget=2**17, seq_len=64, adaptive_stages=3, adaptive_stage_ratio=4.0)
-    schedule = adaptive_schedule({"tokens_per_step": 16 * 64}, args, multiple=1)
-    assert schedule.settings["budgets"] == [8192, 32768, 131072]
-    # B0 S0 = 1024 (1/16)^(2/3) = 161 tokens: 3 sequences of 64; the last stage is back near 16 x 64.
-    assert (schedule.stages[0].batch_size, schedule.stages[0].seq_len) == (3, 64)
-    assert schedule.stages[-1].tokens_per_step == pytest.approx(1024, rel=0.25)
-    assert schedule.stages[-1].lr_factor == pytest.approx(16 ** (-1 / 3))
 
 
 def test_steps_to_reach_a_loss():

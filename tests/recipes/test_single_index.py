@@ -1,9 +1,12 @@
 import csv
+import dataclasses
+import inspect
 import json
 import math
 
 import pytest
 
+from hf_ext.companion.single_index import SingleIndexRegressor
 from hf_ext.recipes import shipped_config
 from hf_ext.recipes.single_index import SingleIndexArguments, iterations_to, jobs, main
 
@@ -52,6 +55,24 @@ def test_iterations_to_threshold_read_the_absolute_overlap():
 def test_bad_settings_name_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SingleIndexArguments(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "allowed"),
+    [
+        ("max_iter", 0, "an integer >= 1"),
+        ("max_degree", 0, "an integer >= 1"),
+        ("learning_rate", -1.0, "> 0"),
+        ("link_step", 1.5, r"in \(0, 1\]"),
+    ],
+)
+def test_the_fit_settings_are_the_estimators_its_default_help_and_check(name, value, allowed):
+    """Issue 74: the recipe declared and checked max_iter, link_step, max_degree and learning_rate again."""
+    field = {field.name: field for field in dataclasses.fields(SingleIndexArguments)}[name]
+    assert field.default == inspect.signature(SingleIndexRegressor).parameters[name].default
+    assert field.metadata["help"] in " ".join(inspect.getdoc(SingleIndexRegressor).split())
+    with pytest.raises(ValueError, match=rf"SingleIndexRegressor: `{name}` must be {allowed}, got {value}"):
+        SingleIndexArguments(**{name: value})
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@ sensitivity metrics."""
 
 from .base import LossStepOptimizer
 from .ngn import NGN
-from .sensitivity import near_best_width, ratio_at_multiple
+from .sensitivity import near_best_width, ratio_at_multiple, reference_optimum
 from .sps import SPS
 from .trainer import LossToOptimizerMixin, LossToOptimizerTrainer
 
@@ -15,4 +15,5 @@ __all__ = [
     "LossToOptimizerTrainer",
     "near_best_width",
     "ratio_at_multiple",
+    "reference_optimum",
 ]

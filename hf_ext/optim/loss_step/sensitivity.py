@@ -5,11 +5,15 @@ Both read one curve per method, final loss against a log grid of step sizes (div
 final loss on a non-convex one. A step size is *near best* when its value is within ``tolerance``
 (10%) of the best value; the width is the length, in decades, of the contiguous near-best range
 around the best step size, extended to where the curve (linear in log-log between grid points)
-crosses ``(1 + tolerance) * best``, so that a single grid point still has a width.
+crosses ``(1 + tolerance) * best``, so that a single grid point still has a width. On a convex problem ``f*`` is
+:func:`reference_optimum`'s.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
 
 
 def _log(value: float) -> float:
@@ -61,3 +65,24 @@ def ratio_at_multiple(step_sizes: Sequence[float], values: Sequence[float], mult
         if abs(math.log10(step_size) - target) < 1e-6:
             return value / values[best] if values[best] > 0 else math.inf
     return None
+
+
+def reference_optimum(model: nn.Module, loss: Callable[[nn.Module], torch.Tensor]) -> nn.Module:
+    """``model`` moved to the minimum of the convex full-batch ``loss(model)`` by L-BFGS in float64 (strong Wolfe line
+    search, 500 iterations, tolerances near float64's resolution): the optimum that ``f - f*`` is measured from.
+
+    Works in place and returns ``model``, converted to float64.
+    """
+    model.double()
+    optimizer = torch.optim.LBFGS(
+        model.parameters(), max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-16, line_search_fn="strong_wolfe"
+    )
+
+    def closure():
+        optimizer.zero_grad()
+        value = loss(model)
+        value.backward()
+        return value
+
+    optimizer.step(closure)
+    return model

@@ -1,21 +1,23 @@
 """The batch-size and sequence-length schedule of stochastic conditional gradient: stages by token budget.
 
 The critical tokens per step grow as ``T^(2/3)`` and the step size shrinks as ``T^(-1/3)`` with the token
-budget ``T`` (:func:`hf_ext.optim.critical_batch_size`), so when training continues from budget
-``T_{k-1}`` to ``T_k``, the stage up to ``T_k`` runs at
+budget ``T`` (:func:`hf_ext.optim.critical_batch_size`; the powers are :func:`critical_scaling`'s), so when
+training continues from budget ``T_{k-1}`` to ``T_k``, the stage up to ``T_k`` runs at
 
     B_k S_k = B_0 S_0 (T_k / T_0)^(2/3),      lr_k = lr_0 (T_0 / T_k)^(1/3)
 
 with the growth of ``B S`` split between the sequence length (share ``seq_share``, in multiples of
 ``S_0``) and the batch size (multiples of ``multiple``: the micro-batches of one optimizer step).
 Stage ``k`` takes as many whole steps as come nearest its ``T_k - T_{k-1}`` tokens; the realized
-budgets (``Stage.end_tokens``) are what the data pipeline delivers, to the token.
+budgets (``Stage.end_tokens``) are what the data pipeline delivers, to the token. :meth:`BatchSchedule.ending_at`
+runs the rule backwards: the stages that end at a batch found best for the whole budget.
 """
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..._validation import check_field_type, check_finite_number
+from ..._validation import check_field_type, check_finite, check_finite_number
+from .critical_batch import critical_scaling
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class BatchSchedule:
         s = self.settings
         stages, step, tokens = [], 0, 0
         for index, budget in enumerate(s["budgets"]):
-            growth = (budget / s["budgets"][0]) ** (2 / 3)
+            growth, factor = critical_scaling(budget, s["budgets"][0])
             seq_len = s["seq_len"] * max(1, round(growth ** s["seq_share"]))
             if max_seq_len is not None and seq_len > max_seq_len:
                 raise ValueError(
@@ -106,10 +108,40 @@ class BatchSchedule:
             batch = s["batch_size"] * s["seq_len"] * growth / seq_len
             batch_size = s["multiple"] * max(1, round(batch / s["multiple"]))
             steps = max(1, round((budget - tokens) / (batch_size * seq_len)))
-            factor = (s["budgets"][0] / budget) ** (1 / 3)
             stages.append(Stage(budget, batch_size, seq_len, steps, factor, step, tokens))
             step, tokens = step + steps, tokens + steps * batch_size * seq_len
         return stages
+
+    @classmethod
+    def ending_at(
+        cls,
+        tokens_per_step: float,
+        budget: int,
+        stages: int,
+        stage_ratio: float,
+        seq_len: int,
+        seq_share: float = 0.5,
+        max_seq_len: int | None = None,
+        multiple: int = 1,
+    ) -> "BatchSchedule":
+        """``stages`` stages whose budgets grow by ``stage_ratio`` up to ``budget``, the last near ``tokens_per_step``
+        (a batch found best for the whole budget): the rule backwards, ``B_0 S_0 = B* S* (T_0 / T)^(2/3)``.
+
+        The other arguments are the constructor's; stage 0's batch is rounded to whole sequences of ``seq_len``.
+        """
+        for name, value in (("tokens_per_step", tokens_per_step), ("stage_ratio", stage_ratio)):
+            check_finite("BatchSchedule.ending_at", name, value)
+        if not isinstance(stages, int) or stages < 1:
+            raise ValueError(f"BatchSchedule.ending_at: `stages` must be a positive integer, got {stages!r}")
+        if not stage_ratio > 1 or not tokens_per_step > 0:
+            raise ValueError(
+                f"BatchSchedule.ending_at: `stage_ratio` must be > 1 and `tokens_per_step` > 0, got {stage_ratio} "
+                f"and {tokens_per_step}"
+            )
+        budgets = [round(budget / stage_ratio**k) for k in reversed(range(stages))]
+        first_tokens = tokens_per_step * critical_scaling(budgets[0], budgets[-1])[0]
+        batch = max(multiple, multiple * round(first_tokens / seq_len / multiple))
+        return cls(budgets, batch, seq_len, seq_share, max_seq_len, multiple)
 
     @property
     def total_steps(self) -> int:

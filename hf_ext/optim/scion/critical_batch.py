@@ -12,7 +12,8 @@ dual ``||g||_* = sum_l scale_l ||g_l||_{l,*}``):
 - ``sigma`` (gradient noise per token, Euclidean): ``sqrt(b * sum_i ||g_i - g||_2^2 / (m - 1))`` over
   ``m`` micro-batches of ``b`` predicted tokens each.
 
-:func:`critical_batch_size` applies the rule. Our derivation (the paper's constants are not public,
+:func:`critical_batch_size` applies the rule, and :func:`critical_scaling` holds its two powers of the budget
+(the batch schedule grows by them). Our derivation (the paper's constants are not public,
 so the O(1) factors are set to 1): after ``n = T/b`` steps of size ``lr`` with ``b`` tokens each,
 ``f - f* <~ exp(-mu lr n) (f0 - f*) + rho sigma / (mu sqrt(b)) + L lr / mu``. The contraction needs
 ``lr ~ b / (mu T)``; the two floors then balance at
@@ -59,6 +60,13 @@ class CriticalBatch:
         return asdict(self)
 
 
+def critical_scaling(budget: float, reference: float = 1.0) -> tuple[float, float]:
+    """The rule's factors from a budget of ``reference`` tokens to ``budget``: the critical tokens per step grow as
+    ``(T / T_0)^(2/3)``, the step size as ``(T_0 / T)^(1/3)``. Every use of the rule (the prediction, the batch
+    schedule's stages, a schedule run backwards from a batch) takes its powers from here."""
+    return (budget / reference) ** (2 / 3), (reference / budget) ** (1 / 3)
+
+
 def critical_batch_size(budget: float, constants: Constants) -> CriticalBatch:
     """Predicted tokens per step ``B* S* = (T mu rho sigma / L)^(2/3)`` and step size ``lr* = B* S* / (mu T)``."""
     check_finite("critical_batch_size", "budget", budget)
@@ -70,7 +78,8 @@ def critical_batch_size(budget: float, constants: Constants) -> CriticalBatch:
         check_finite("critical_batch_size", name, value)
         if not value > 0:
             raise ValueError(f"critical_batch_size: the constant `{name}` must be > 0, got {value}")
-    tokens = (budget * c.kl * c.norm_ratio * c.noise / c.smoothness) ** (2 / 3)
+    # b* is the growth from a budget of one token in units of L / (mu rho sigma)
+    tokens, _ = critical_scaling(budget * c.kl * c.norm_ratio * c.noise / c.smoothness)
     return CriticalBatch(budget, tokens, tokens / (c.kl * budget), budget / tokens, c)
 
 

@@ -38,6 +38,30 @@ def test_one_budget_is_a_fixed_schedule():
     assert len(schedule.stages) == 1 and schedule.stages[0].steps == 100 and schedule.stages[0].lr_factor == 1.0
 
 
+def test_a_schedule_ending_at_a_batch_runs_the_rule_backwards():
+    schedule = BatchSchedule.ending_at(16 * 64, 2**17, stages=3, stage_ratio=4.0, seq_len=64)
+    assert schedule.settings["budgets"] == [8192, 32768, 131072]
+    # B0 S0 = 1024 (1/16)^(2/3) = 161 tokens: 3 sequences of 64; the last stage is back near 16 x 64.
+    assert (schedule.stages[0].batch_size, schedule.stages[0].seq_len) == (3, 64)
+    assert schedule.stages[-1].tokens_per_step == pytest.approx(1024, rel=0.25)
+    assert schedule.stages[-1].lr_factor == pytest.approx(16 ** (-1 / 3))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"stages": 0}, r"`stages` must be a positive integer, got 0"),
+        ({"stage_ratio": 1.0}, r"`stage_ratio` must be > 1 and `tokens_per_step` > 0, got 1.0"),
+        ({"tokens_per_step": 0.0}, r"`stage_ratio` must be > 1 and `tokens_per_step` > 0, got 4.0 and 0.0"),
+        ({"stage_ratio": float("nan")}, "`stage_ratio` must be a finite number"),
+    ],
+)
+def test_a_schedule_ending_at_a_batch_refuses_what_the_rule_cannot_use(kwargs, message):
+    arguments = {"tokens_per_step": 1024, "budget": 2**17, "stages": 3, "stage_ratio": 4.0, "seq_len": 64}
+    with pytest.raises(ValueError, match=message):
+        BatchSchedule.ending_at(**arguments | kwargs)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -124,12 +124,9 @@ def _scalar_field_kinds(cls: type) -> dict[str, tuple[type, bool]]:
 
 
 def check_counts(config, names: Iterable[str]) -> None:
-    """Raise ``ValueError`` naming ``config``'s class and the field unless each field of ``names`` is an integer
-    >= 1."""
+    """:func:`check_count` (at least 1) of each field of ``names``, naming ``config``'s class."""
     for name in names:
-        value = getattr(config, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{type(config).__name__}: `{name}` must be an integer >= 1, got {value!r}")
+        check_count(type(config).__name__, name, getattr(config, name), least=1)
 
 
 def check_finite_loss(owner: str, loss, step: int) -> None:

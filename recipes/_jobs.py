@@ -22,6 +22,7 @@ from accelerate import PartialState
 from tqdm.auto import tqdm
 
 from hf_ext._files import read_json
+from hf_ext._validation import check_count
 from hf_ext._settings import check_and_store_settings
 from hf_ext.executors import local_executor, run_jobs
 
@@ -92,9 +93,8 @@ def workers_field(launch: str = ""):
 
 
 def check_workers(owner: str, workers: Any) -> None:
-    """Refuse a ``workers`` that is not an integer >= 1, naming ``owner``."""
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise ValueError(f"{owner}: `workers` must be an integer >= 1, got {workers!r}")
+    """Refuse a ``workers`` that is not an integer >= 1, naming ``owner`` (:func:`~hf_ext._validation.check_count`)."""
+    check_count(owner, "workers", workers, least=1)
 
 
 def run_all(

@@ -22,8 +22,8 @@ from accelerate import PartialState
 from tqdm.auto import tqdm
 
 from hf_ext._files import read_json
-from hf_ext._validation import check_count
 from hf_ext._settings import check_and_store_settings
+from hf_ext._validation import check_count
 from hf_ext.executors import local_executor, run_jobs
 
 JOBS = "jobs"

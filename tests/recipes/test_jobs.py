@@ -29,7 +29,9 @@ def test_the_first_job_that_raises_stops_the_run_with_its_error():
         run_all(_power, [(2, 1), (0, -1), (3, 1)], workers=1, desc="test")
 
 
-@pytest.mark.parametrize(("workers", "error"), [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError), ("2", TypeError)])
+@pytest.mark.parametrize(
+    ("workers", "error"), [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError), ("2", TypeError)]
+)
 def test_bad_workers_are_refused_by_name(workers, error):
     with pytest.raises(error, match=rf"Recipe: `workers` must be an integer >= 1, got {workers!r}"):
         check_workers("Recipe", workers)

@@ -4,15 +4,17 @@ import pytest
 from hf_ext.companion.combinatorial.cam import (
     Graph,
     barabasi_albert,
-    cut_value,
     erdos_renyi,
+    local_search_maxcut,
+    local_search_mis,
+)
+from hf_ext.companion.evaluation.combinatorial.cam import (
+    cut_value,
     exact_maxcut,
     exact_mis,
     greedy_maxcut,
     greedy_mis,
     iterated_local_search_mis,
-    local_search_maxcut,
-    local_search_mis,
     multistart_local_search,
 )
 

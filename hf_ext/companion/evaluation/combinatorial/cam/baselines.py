@@ -1,14 +1,14 @@
-"""Classical references: greedy, local search (MIS 2-improvement and iterated local search, max-cut one-flip), and
-exact ILPs by HiGHS."""
+"""Classical references CAM is judged against: greedy, the best of several local searches from random starts (the
+searches themselves are CAM's post-processing, :mod:`hf_ext.companion.combinatorial.cam.local_search`), iterated
+local search for MIS, and exact ILPs by HiGHS."""
 
 import time
 
 import numpy as np
 
 from hf_ext._validation import check_finite
-
-from .._highs import solve_binary_program
-from .graphs import Graph
+from hf_ext.companion.combinatorial._highs import solve_binary_program
+from hf_ext.companion.combinatorial.cam import Graph, local_search_maxcut, local_search_mis
 
 
 def greedy_mis(graph: Graph) -> np.ndarray:
@@ -25,41 +25,6 @@ def greedy_mis(graph: Graph) -> np.ndarray:
             for w in nbrs[u] & alive:
                 degree[w] -= 1
     return chosen
-
-
-def local_search_mis(graph: Graph, start: np.ndarray, max_rounds: int = 1000) -> np.ndarray:
-    """2-improvements until none is left: drop one set node v, add two non-adjacent nodes whose only set
-    neighbour is v (free nodes are added as they appear)."""
-    nbrs, chosen = graph.neighbours(), start.astype(bool).copy()
-    for _ in range(max_rounds):
-        tight = _chosen_neighbours(graph, chosen)
-        free = np.flatnonzero(~chosen & (tight == 0)).tolist()
-        if free:
-            for u in free:
-                if not any(chosen[w] for w in nbrs[u]):
-                    chosen[u] = True
-            continue
-        if not _two_improve(nbrs, chosen, tight):
-            break
-    return chosen
-
-
-def _chosen_neighbours(graph: Graph, chosen: np.ndarray) -> np.ndarray:
-    """How many chosen neighbours each node has."""
-    i, j = graph.edges.T
-    n = graph.num_nodes
-    return (np.bincount(i, chosen[j], n) + np.bincount(j, chosen[i], n)).astype(int)
-
-
-def _two_improve(nbrs, chosen, tight) -> bool:
-    for v in np.flatnonzero(chosen).tolist():
-        candidates = [u for u in nbrs[v] if tight[u] == 1]
-        for a, u in enumerate(candidates):
-            for w in candidates[a + 1 :]:
-                if w not in nbrs[u]:
-                    chosen[v], chosen[u], chosen[w] = False, True, True
-                    return True
-    return False
 
 
 def iterated_local_search_mis(
@@ -143,19 +108,6 @@ def greedy_maxcut(graph: Graph) -> np.ndarray:
         ones = sum(side[u] for u in nbrs[v] if placed[u])
         zeros = sum(not side[u] for u in nbrs[v] if placed[u])
         side[v], placed[v] = zeros > ones, True
-    return side
-
-
-def local_search_maxcut(graph: Graph, start: np.ndarray, max_rounds: int = 100_000) -> np.ndarray:
-    """One-flip local search: flip a node while that raises the cut."""
-    nbrs, side = graph.neighbours(), np.asarray(start, dtype=bool).copy()
-    for _ in range(max_rounds):
-        gains = [sum(side[u] == side[v] for u in nbrs[v]) - sum(side[u] != side[v] for u in nbrs[v])
-                 for v in range(graph.num_nodes)]
-        best = int(np.argmax(gains)) if gains else 0
-        if not gains or gains[best] <= 0:
-            break
-        side[best] = ~side[best]
     return side
 
 

@@ -47,15 +47,9 @@ from trl import TrlParser
 
 from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
-from hf_ext.companion.bo import (
-    BayesianOptimization,
-    BayesianOptimizationConfig,
-    ClippedGPFactory,
-    FrequencyLimitedAdversary,
-)
-from hf_ext.companion.bo.adversary import PLACEMENTS
+from hf_ext.companion.bo import BayesianOptimization, BayesianOptimizationConfig, ClippedGPFactory
 from hf_ext.companion.bo.history import read_json_lines
-from hf_ext.companion.evaluation.bo import regret_curves
+from hf_ext.companion.evaluation.bo import PLACEMENTS, FrequencyLimitedAdversary, regret_curves
 from hf_ext.executors import local_executor, run_jobs
 from hf_ext.recipes._jobs import check_workers, on_main_process
 from hf_ext.recipes._plotting import plot_bands

@@ -139,9 +139,11 @@ class BORobustArguments:
                 raise ValueError(f"`corruptions` must be 'none' or positive magnitudes, got {corruption!r}")
         if not self.seeds or self.rounds < 2:
             raise ValueError(f"`seeds` must not be empty and `rounds` must be >= 2, got {self.seeds}, {self.rounds}")
-        # The adversary's own checks (`exponent`, `placement`, `direction`) and the workers', here: a value refused
-        # once the runs start would leave its settings.json behind, and the corrected rerun refused as a changed one.
-        FrequencyLimitedAdversary(self.rounds, 1.0, self.exponent, self.placement, self.direction)
+        # The adversary's own checks (`exponent`, `placement`, `direction`, each seed) and the workers', here: a value
+        # refused once the runs start would leave its settings.json behind, and the corrected rerun refused as a
+        # changed one.
+        for seed in self.seeds:
+            FrequencyLimitedAdversary(self.rounds, 1.0, self.exponent, self.placement, self.direction, seed)
         check_workers("BORobustArguments", self.workers)
 
 

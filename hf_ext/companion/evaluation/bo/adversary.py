@@ -8,6 +8,8 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from hf_ext._validation import check_count, check_finite_fields
+
 PLACEMENTS = ("random", "best")
 
 
@@ -30,8 +32,9 @@ class FrequencyLimitedAdversary:
     corrupted_rounds: list[int] = field(default_factory=list, init=False)
 
     def __post_init__(self):
-        if self.horizon < 1:
-            raise ValueError(f"FrequencyLimitedAdversary: `horizon` must be >= 1, got {self.horizon}")
+        check_finite_fields(self, allow_infinite=("magnitude",))
+        check_count(type(self).__name__, "horizon", self.horizon, 1)
+        check_count(type(self).__name__, "seed", self.seed)  # random.Random(-s) is random.Random(s)
         if not 0 < self.exponent < 1:
             raise ValueError(f"FrequencyLimitedAdversary: `exponent` must be in (0, 1), got {self.exponent}")
         if self.placement not in PLACEMENTS:

@@ -6,9 +6,19 @@ import time
 
 import numpy as np
 
-from hf_ext._validation import check_finite
+from hf_ext._validation import check_count, check_finite_number
 from hf_ext.companion.combinatorial._highs import solve_binary_program
 from hf_ext.companion.combinatorial.cam import Graph, local_search_maxcut, local_search_mis
+
+
+def _check_graph(owner: str, graph) -> None:
+    """Refuse anything but our :class:`Graph`: a networkx graph or an adjacency matrix fails on a missing attribute."""
+    if not isinstance(graph, Graph):
+        kind = f"{type(graph).__module__}.{type(graph).__qualname__}"
+        raise TypeError(
+            f"{owner}: `graph` must be a hf_ext.companion.combinatorial.cam.Graph (Graph(num_nodes, edges), edges an "
+            f"(E, 2) array of node pairs), got {graph!r} ({kind})"
+        )
 
 
 def greedy_mis(graph: Graph) -> np.ndarray:
@@ -34,12 +44,14 @@ def iterated_local_search_mis(
     a random outside node into the set (its set neighbours leave), repair by free insertions and (1, 2)-swaps, keep
     the result when it is no smaller, else go back; the largest set seen within ``time_limit`` seconds (or
     ``max_iterations`` perturbations) is returned. No reductions: on dense ER graphs they remove nothing."""
-    check_finite("iterated_local_search_mis", "time_limit", time_limit)
-    if not time_limit > 0 or (max_iterations is not None and max_iterations < 0):
-        raise ValueError(
-            f"iterated_local_search_mis: `time_limit` must be > 0 and `max_iterations` >= 0 or None, got "
-            f"{time_limit!r}, {max_iterations!r}"
-        )
+    owner = "iterated_local_search_mis"
+    _check_graph(owner, graph)
+    check_finite_number(owner, "time_limit", time_limit)
+    if not time_limit > 0:
+        raise ValueError(f"{owner}: `time_limit` must be > 0 seconds, got {time_limit!r}")
+    if max_iterations is not None:
+        check_count(owner, "max_iterations", max_iterations)
+    check_count(owner, "seed", seed)
     n, rng = graph.num_nodes, np.random.default_rng(seed)
     adjacency = np.zeros((n, n), dtype=bool)
     adjacency[graph.edges[:, 0], graph.edges[:, 1]] = adjacency[graph.edges[:, 1], graph.edges[:, 0]] = True
@@ -117,8 +129,9 @@ def multistart_local_search(problem: str, graph: Graph, starts: int, seed: int =
     search at the same K."""
     if problem not in ("mis", "maxcut"):
         raise ValueError(f"multistart_local_search: `problem` must be 'mis' or 'maxcut', got {problem!r}")
-    if starts < 1:
-        raise ValueError(f"multistart_local_search: `starts` must be >= 1, got {starts!r}")
+    _check_graph("multistart_local_search", graph)
+    check_count("multistart_local_search", "starts", starts, 1)
+    check_count("multistart_local_search", "seed", seed)
     rng = np.random.default_rng(seed)
     if problem == "maxcut":
         found = (local_search_maxcut(graph, rng.random(graph.num_nodes) < 0.5) for _ in range(starts))

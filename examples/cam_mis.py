@@ -4,16 +4,8 @@ import tempfile
 
 import torch
 
-from hf_ext.companion.combinatorial.cam import (
-    CAMConfig,
-    FlipGNN,
-    batch_graphs,
-    erdos_renyi,
-    exact_mis,
-    greedy_mis,
-    solve,
-    train,
-)
+from hf_ext.companion.combinatorial.cam import CAMConfig, FlipGNN, batch_graphs, erdos_renyi, solve, train
+from hf_ext.companion.evaluation.combinatorial.cam import exact_mis, greedy_mis
 
 torch.set_num_threads(1)  # graphs this small train faster on one thread
 

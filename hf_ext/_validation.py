@@ -70,6 +70,18 @@ def check_count(owner: str, name: str, value, least: int = 0, most: float = math
         raise ValueError(message)
 
 
+def check_list(owner: str, name: str, value, kind: type | None = None) -> None:
+    """Raise ``TypeError`` naming ``owner``'s field ``name`` unless ``value`` is a list (or tuple), each item of
+    ``kind`` (``bool``, ``int`` or ``float``, as :func:`check_field_type`) where given: a scalar for a list fails as
+    "not iterable", naming nothing, and ``1.0`` or ``True`` among integers passes an ``in`` test."""
+    if not isinstance(value, list | tuple):
+        kind_name = type(value).__name__
+        raise TypeError(f"{owner}: `{name}` must be a list ([{value!r}] for one), got {value!r} ({kind_name})")
+    if kind is not None:
+        for index, item in enumerate(value):
+            check_field_type(owner, f"{name}[{index}]", item, kind)
+
+
 def check_finite_fields(config, allow_infinite: Iterable[str] = ()) -> None:
     """Apply :func:`check_finite` to every field of the dataclass instance ``config``, then :func:`check_field_type`
     to each field annotated as a number or a bool.

@@ -47,15 +47,9 @@ from trl import TrlParser
 
 from hf_ext._settings import check_and_store_settings
 from hf_ext._validation import check_finite_fields
-from hf_ext.companion.bo import (
-    BayesianOptimization,
-    BayesianOptimizationConfig,
-    ClippedGPFactory,
-    FrequencyLimitedAdversary,
-)
-from hf_ext.companion.bo.adversary import PLACEMENTS
+from hf_ext.companion.bo import BayesianOptimization, BayesianOptimizationConfig, ClippedGPFactory
 from hf_ext.companion.bo.history import read_json_lines
-from hf_ext.companion.evaluation.bo import regret_curves
+from hf_ext.companion.evaluation.bo import PLACEMENTS, FrequencyLimitedAdversary, regret_curves
 from hf_ext.executors import local_executor, run_jobs
 from hf_ext.recipes._jobs import check_workers, on_main_process, workers_field
 from hf_ext.recipes._plotting import plot_bands
@@ -143,9 +137,11 @@ class BORobustArguments:
                 raise ValueError(f"`corruptions` must be 'none' or positive magnitudes, got {corruption!r}")
         if not self.seeds or self.rounds < 2:
             raise ValueError(f"`seeds` must not be empty and `rounds` must be >= 2, got {self.seeds}, {self.rounds}")
-        # The adversary's own checks (`exponent`, `placement`, `direction`) and the workers', here: a value refused
-        # once the runs start would leave its settings.json behind, and the corrected rerun refused as a changed one.
-        FrequencyLimitedAdversary(self.rounds, 1.0, self.exponent, self.placement, self.direction)
+        # The adversary's own checks (`exponent`, `placement`, `direction`, each seed) and the workers', here: a value
+        # refused once the runs start would leave its settings.json behind, and the corrected rerun refused as a
+        # changed one.
+        for seed in self.seeds:
+            FrequencyLimitedAdversary(self.rounds, 1.0, self.exponent, self.placement, self.direction, seed)
         check_workers("BORobustArguments", self.workers)
 
 

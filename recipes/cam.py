@@ -50,22 +50,24 @@ from hf_ext.companion.combinatorial.cam import (
     CAMConfig,
     barabasi_albert,
     batch_graphs,
-    cut_value,
     erdos_renyi,
-    exact_mis,
-    greedy_maxcut,
-    greedy_mis,
     initial_model,
-    iterated_local_search_mis,
     local_search_maxcut,
     local_search_mis,
-    multistart_local_search,
     rb_graph,
     solve,
     train,
     training_signal_variance,
 )
-from hf_ext.companion.evaluation.combinatorial.cam import redumis_mis
+from hf_ext.companion.evaluation.combinatorial.cam import (
+    cut_value,
+    exact_mis,
+    greedy_maxcut,
+    greedy_mis,
+    iterated_local_search_mis,
+    multistart_local_search,
+    redumis_mis,
+)
 from hf_ext.recipes._jobs import (
     check_job_settings,
     check_workers,

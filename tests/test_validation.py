@@ -9,6 +9,7 @@ from hf_ext._validation import (
     check_finite_fields,
     check_finite_gradients,
     check_finite_number,
+    check_list,
 )
 
 
@@ -79,3 +80,14 @@ def test_check_finite_number_refuses_another_type_and_nan_and_reads_a_one_elemen
         check_finite_number("Owner", "lr", "0.1")
     with pytest.raises(ValueError, match="Owner: `lr` must be a finite number, got nan"):
         check_finite_number("Owner", "lr", torch.tensor(float("nan")))
+
+
+def test_check_list_refuses_a_scalar_or_string_and_an_item_of_another_kind_by_index():
+    check_list("Owner", "seeds", [0, 1], int)
+    check_list("Owner", "names", ("a", "b"))
+    with pytest.raises(TypeError, match=r"Owner: `seeds` must be a list \(\[3\] for one\), got 3 \(int\)"):
+        check_list("Owner", "seeds", 3, int)
+    with pytest.raises(TypeError, match=r"Owner: `names` must be a list \(\['ab'\] for one\), got 'ab' \(str\)"):
+        check_list("Owner", "names", "ab")
+    with pytest.raises(TypeError, match=r"Owner: `seeds\[1\]` must be an integer, got 1.0 \(float\)"):
+        check_list("Owner", "seeds", [0, 1.0], int)

@@ -86,6 +86,7 @@ def test_the_runs_go_to_the_executor_given_and_end_as_in_this_process(tmp_path, 
         ({"placement": "worst"}, r"`placement` must be one of \['random', 'best'\]"),
         ({"exponent": -1.0}, r"`exponent` must be in \(0, 1\), got -1.0"),
         ({"direction": 0}, "`direction` must be -1 or 1, got 0"),
+        ({"seeds": [0, -1]}, "`seed` must be an integer >= 0, got -1"),
         ({"workers": 0}, "BORobustArguments: `workers` must be an integer >= 1, got 0"),
     ],
 )

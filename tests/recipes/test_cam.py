@@ -6,7 +6,8 @@ import pytest
 
 from hf_ext import cli
 from hf_ext._settings import SettingsMismatchError
-from hf_ext.companion.combinatorial.cam import CAMConfig, greedy_mis
+from hf_ext.companion.combinatorial.cam import CAMConfig
+from hf_ext.companion.evaluation.combinatorial.cam import greedy_mis
 from hf_ext.recipes import cam as recipe
 from hf_ext.recipes import shipped_config
 from hf_ext.recipes._jobs import check_job_settings

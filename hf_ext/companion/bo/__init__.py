@@ -1,10 +1,10 @@
 """Bayesian optimization on BoTorch with pluggable model and acquisition factories; robust BO (RCGP, RCGP-UCB).
 
-Needs the ``[bo]`` extra (``pip install hf-ext[bo]``). The regret a run is judged by is in
-:mod:`hf_ext.companion.evaluation.bo`.
+Needs the ``[bo]`` extra (``pip install hf-ext[bo]``). The regret a run is judged by and the adversary that corrupts
+its observations in the robust BO experiments are in :mod:`hf_ext.companion.evaluation.bo`.
 """
 
-from .adversary import FrequencyLimitedAdversary, NoCorruption
+from .adversary import NoCorruption
 from .config import BayesianOptimizationConfig
 from .factories import (
     ClippedGPFactory,
@@ -26,7 +26,6 @@ __all__ = [
     "BayesianOptimizationConfig",
     "ClippedGPFactory",
     "Evaluation",
-    "FrequencyLimitedAdversary",
     "LogNEIFactory",
     "NoCorruption",
     "RCGPFactory",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hf_ext._validation import check_finite, check_finite_fields
+from hf_ext._validation import check_finite_fields, check_finite_number
 
 from .simplex import project_simplex
 
@@ -20,8 +20,9 @@ PREDICTORS = ("reversal", "window")
 
 
 def check_cost(owner: str, cost: float) -> None:
-    """Refuse a proportional cost rate that is NaN, infinite, negative or >= 1, naming ``owner``'s field."""
-    check_finite(owner, "cost", cost)
+    """Refuse a proportional cost rate that is not a number, NaN, infinite, negative or >= 1, naming ``owner``'s
+    field."""
+    check_finite_number(owner, "cost", cost)
     if not 0 <= cost < 1:
         raise ValueError(f"{owner}: `cost` must be a rate in [0, 1) (0.0025 = 0.25%), got {cost}")
 

@@ -5,7 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from hf_ext.companion.bo import BayesianOptimization, BayesianOptimizationConfig, FrequencyLimitedAdversary
+from hf_ext.companion.bo import BayesianOptimization, BayesianOptimizationConfig
+from hf_ext.companion.evaluation.bo import FrequencyLimitedAdversary
 
 UNIT = [[0.0], [1.0]]
 SOBOL_ONLY = BayesianOptimizationConfig(n_initial=10)  # no model fit in the first 10 rounds: fast

@@ -15,10 +15,9 @@ from hf_ext.companion.bo import (
     BayesianOptimization,
     BayesianOptimizationConfig,
     ClippedGPFactory,
-    FrequencyLimitedAdversary,
     ThompsonSamplingFactory,
 )
-from hf_ext.companion.evaluation.bo import regret_curves
+from hf_ext.companion.evaluation.bo import FrequencyLimitedAdversary, regret_curves
 
 BRANIN = Branin(negate=True)
 FAST = {"num_restarts": 2, "raw_samples": 32, "ts_candidates": 64, "n_initial": 4}

@@ -8,9 +8,10 @@ import pytest
 
 pytest.importorskip("highspy")
 
-from hf_ext.companion.combinatorial.cam import erdos_renyi, exact_mis  # noqa: E402
+from hf_ext.companion.combinatorial.cam import erdos_renyi  # noqa: E402
 from hf_ext.companion.combinatorial.set_cover.instance import beasley  # noqa: E402
 from hf_ext.companion.combinatorial.set_cover.mip import solve_mip  # noqa: E402
+from hf_ext.companion.evaluation.combinatorial.cam import exact_mis  # noqa: E402
 
 
 def test_solves_with_different_thread_counts_in_one_process_all_find_solutions():
@@ -36,18 +37,20 @@ def test_a_node_limit_reaches_highs_and_is_left_at_its_default_otherwise():
 
 
 @pytest.mark.parametrize(
-    ("package", "blocked", "call"),
+    ("packages", "blocked", "call"),
     [
-        ("cam", ("highspy", "scipy"), "exact_mis(erdos_renyi(5, 0.5, 0))"),
-        ("set_cover", ("highspy",), "solve_mip([1.0], [[1]], time_limit=1.0)"),
+        (
+            ("combinatorial.cam", "evaluation.combinatorial.cam"),
+            ("highspy", "scipy"),
+            "exact_mis(erdos_renyi(5, 0.5, 0))",
+        ),
+        (("combinatorial.set_cover",), ("highspy",), "solve_mip([1.0], [[1]], time_limit=1.0)"),
     ],
 )
-def test_packages_load_without_highs_and_a_solve_names_the_extra(package, blocked, call):
-    """``cam`` promises to need torch only, ``set_cover`` to need highspy only for its MIPs."""
-    script = (
-        f"import sys\nsys.modules.update(dict.fromkeys({blocked!r}))\n"
-        f"from hf_ext.companion.combinatorial.{package} import *\n{call}\n"
-    )
+def test_packages_load_without_highs_and_a_solve_names_the_extra(packages, blocked, call):
+    """``cam`` and its references promise to need torch only, ``set_cover`` to need highspy only for its MIPs."""
+    imports = "".join(f"from hf_ext.companion.{package} import *\n" for package in packages)
+    script = f"import sys\nsys.modules.update(dict.fromkeys({blocked!r}))\n{imports}{call}\n"
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     error = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 1 and "need the [combinatorial] extra: pip install 'hf-ext[combinatorial]'" in error

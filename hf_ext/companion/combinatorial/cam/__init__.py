@@ -1,23 +1,15 @@
 """CAM: unsupervised training of discrete diffusion solvers by combinatorial adjoint matching (MIS, max-cut).
 
-Needs torch only; the exact references need the ``[combinatorial]`` extra (``highspy``, ``scipy``).
+Needs torch only. The classical references it is judged against (greedy, multistart and iterated local search,
+exact ILPs by HiGHS, which need the ``[combinatorial]`` extra) are in
+:mod:`hf_ext.companion.evaluation.combinatorial.cam`.
 """
 
 from .adjoint import adjoint_targets, flip_benefit
-from .baselines import (
-    cut_value,
-    exact_maxcut,
-    exact_mis,
-    greedy_maxcut,
-    greedy_mis,
-    iterated_local_search_mis,
-    local_search_maxcut,
-    local_search_mis,
-    multistart_local_search,
-)
 from .config import METHODS, CAMConfig
 from .diagnostics import chain_diagnostics, conflicting_edges
 from .graphs import Graph, GraphBatch, barabasi_albert, batch_graphs, erdos_renyi, rb_graph
+from .local_search import local_search_maxcut, local_search_mis
 from .model import FlipGNN
 from .problems import PROBLEMS, decode, energy, flip_delta, is_independent, objective
 from .sampler import Trajectory, rollout, solve
@@ -36,22 +28,15 @@ __all__ = [
     "batch_graphs",
     "chain_diagnostics",
     "conflicting_edges",
-    "cut_value",
     "decode",
     "energy",
     "erdos_renyi",
-    "exact_maxcut",
-    "exact_mis",
     "flip_benefit",
     "flip_delta",
-    "greedy_maxcut",
-    "greedy_mis",
     "initial_model",
     "is_independent",
-    "iterated_local_search_mis",
     "local_search_maxcut",
     "local_search_mis",
-    "multistart_local_search",
     "objective",
     "rb_graph",
     "rollout",

@@ -11,8 +11,8 @@ import torch
 
 from hf_ext._validation import check_count, check_field_type
 
-from .baselines import local_search_maxcut, local_search_mis
 from .graphs import GraphBatch
+from .local_search import local_search_maxcut, local_search_mis
 from .model import FlipGNN, check_trained_for
 from .problems import decode, objective
 

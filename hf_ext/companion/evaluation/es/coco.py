@@ -26,7 +26,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from hf_ext._settings import check_and_store_settings
-from hf_ext._validation import check_finite_fields
+from hf_ext._validation import check_count, check_finite_fields, check_list
 from hf_ext.companion.es.config import MAX_UNBIASED_REEVALUATIONS, ESConfig, check_popsize, default_popsize
 from hf_ext.executors import local_executor, run_jobs
 
@@ -93,6 +93,10 @@ class CocoConfig:
     def __post_init__(self):
         check_finite_fields(self)
         owner = type(self).__name__
+        check_list(owner, "methods", self.methods)
+        for name in ("functions", "instances", "budget_multipliers"):
+            check_list(owner, name, getattr(self, name), int)
+        check_count(owner, "seed", self.seed)  # numpy's SeedSequence would refuse it once the runs start
         for name, allowed in (("methods", METHODS), ("functions", FUNCTIONS), ("instances", INSTANCES)):
             chosen = getattr(self, name)
             if not chosen or any(value not in allowed for value in chosen):

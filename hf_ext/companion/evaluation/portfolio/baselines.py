@@ -4,8 +4,11 @@ and the naive sparse TCO that keeps the K largest weights of TCO's portfolio."""
 import cvxpy as cp
 import numpy as np
 
+from hf_ext._validation import check_count, check_finite
 from hf_ext.companion.portfolio import TCO
 from hf_ext.companion.portfolio.sparse_tco import check_k, sparse_start
+
+from .protocol import on_simplex
 
 
 class BuyAndHold:
@@ -22,9 +25,23 @@ class ConstantRebalanced:
     """Rebalance to the same ``portfolio`` every period (CRP), paying the cost of undoing each period's drift."""
 
     def __init__(self, portfolio: np.ndarray):
-        self.portfolio = np.asarray(portfolio, dtype=np.float64)
+        owner = type(self).__name__
+        weights = np.asarray(portfolio)
+        if weights.dtype.kind not in "iuf":  # a string fails inside numpy, and booleans would read as 1 and 0
+            raise TypeError(f"{owner}: `portfolio` must be an array of numbers, got {portfolio!r}")
+        self.portfolio = weights.astype(np.float64)
+        check_finite(owner, "portfolio", self.portfolio.tolist())
+        if not on_simplex(self.portfolio):
+            raise ValueError(
+                f"{owner}: `portfolio` must be a 1-D array of weights >= 0 summing to 1, got {portfolio!r}"
+            )
 
     def start(self, assets: int) -> np.ndarray:
+        if len(self.portfolio) != assets:
+            raise ValueError(
+                f"{type(self).__name__}: `portfolio` holds {len(self.portfolio)} weights but the relatives have "
+                f"{assets} assets"
+            )
         return self.portfolio
 
     def rebalance(self, observed: np.ndarray, previous: np.ndarray, drifted: np.ndarray) -> np.ndarray:
@@ -44,6 +61,12 @@ class TopKTCO:
     """TCO, with each of its portfolios cut to its ``k`` largest weights and renormalised: the naive sparse TCO."""
 
     def __init__(self, tco: TCO, k: int):
+        owner = type(self).__name__
+        if not isinstance(tco, TCO):
+            raise TypeError(
+                f"{owner}: `tco` must be a TCO strategy (hf_ext.companion.portfolio.TCO), got {type(tco).__name__}"
+            )
+        check_count(owner, "k", k, 1)  # at most the number of assets, checked by start()
         self.tco, self.k = tco, k
 
     @property

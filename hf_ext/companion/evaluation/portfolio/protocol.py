@@ -60,15 +60,22 @@ def cost_fraction(target: np.ndarray, drifted: np.ndarray, cost: float) -> float
     return float(mu)
 
 
+def on_simplex(portfolio: np.ndarray) -> bool:
+    """Whether the float array ``portfolio`` is one portfolio: 1-D, not empty, finite weights >= 0 summing to 1
+    (within :data:`SIMPLEX_TOLERANCE`)."""
+    return (
+        portfolio.ndim == 1
+        and portfolio.size > 0
+        and bool(np.all(np.isfinite(portfolio)))
+        and portfolio.min() >= -SIMPLEX_TOLERANCE
+        and abs(portfolio.sum() - 1) <= SIMPLEX_TOLERANCE
+    )
+
+
 def check_portfolio(owner: str, portfolio: np.ndarray, assets: int, t: int) -> np.ndarray:
     """``portfolio`` as float64 if it lies on the simplex of ``assets`` weights (within 1e-6), else ``ValueError``."""
     portfolio = np.asarray(portfolio, dtype=np.float64)
-    if (
-        portfolio.shape != (assets,)
-        or not np.all(np.isfinite(portfolio))
-        or portfolio.min() < -SIMPLEX_TOLERANCE
-        or abs(portfolio.sum() - 1) > SIMPLEX_TOLERANCE
-    ):
+    if portfolio.shape != (assets,) or not on_simplex(portfolio):
         raise ValueError(f"{owner} returned a portfolio off the simplex of {assets} assets for period {t}: {portfolio}")
     return np.clip(portfolio, 0.0, None) / np.clip(portfolio, 0.0, None).sum()
 
@@ -80,11 +87,12 @@ def charged_cost(strategy: Strategy, cost: float | None) -> float:
     an explicit ``cost`` that differs from the strategy's is refused, as is no rate at all.
     """
     owner = type(strategy).__name__
+    if cost is not None:
+        check_cost("backtest", cost)
     own = getattr(strategy, "cost", None)
     if own is None:
         if cost is None:
             raise ValueError(f"backtest: {owner} has no cost rate of its own; pass `cost` (0.0025 = 0.25%)")
-        check_cost("backtest", cost)
         return cost
     if cost is not None and cost != own:
         raise ValueError(

@@ -197,6 +197,31 @@ def test_refuses_bad_settings(tmp_path, fields, message):
         _config(tmp_path, **fields)
 
 
+@pytest.mark.parametrize(
+    ("fields", "error", "message"),
+    [
+        # a scalar for a list: 'int' object is not iterable, naming nothing (a YAML's `instances: 1`)
+        ({"functions": 101}, TypeError, r"`functions` must be a list \(\[101\] for one\), got 101 \(int\)"),
+        ({"instances": 1}, TypeError, r"`instances` must be a list \(\[1\] for one\), got 1 \(int\)"),
+        ({"budget_multipliers": 100}, TypeError, r"`budget_multipliers` must be a list"),
+        ({"methods": "rb_pem"}, TypeError, r"`methods` must be a list \(\['rb_pem'\] for one\), got 'rb_pem'"),
+        # an element of another type that compares equal: taken, instance 1.0 and budget True * D
+        ({"instances": [1.0]}, TypeError, r"`instances\[0\]` must be an integer, got 1.0 \(float\)"),
+        ({"instances": [1, True]}, TypeError, r"`instances\[1\]` must be an integer, got True \(bool\)"),
+        ({"budget_multipliers": [True]}, TypeError, r"`budget_multipliers\[0\]` must be an integer, got True"),
+        # numpy's SeedSequence refuses it only once the runs start
+        ({"seed": -1}, ValueError, "`seed` must be an integer >= 0, got -1"),
+    ],
+)
+def test_refuses_a_scalar_for_a_list_an_element_of_another_type_and_a_negative_seed(tmp_path, fields, error, message):
+    with pytest.raises(error, match=f"^CocoConfig: {message}"):
+        _config(tmp_path, **fields)
+
+
+def test_a_tuple_is_a_list():
+    assert CocoConfig(instances=(1, 2)).instances == (1, 2)
+
+
 @pytest.mark.parametrize(("dimension", "instance"), [(2, 1), (3, 7)])
 def test_noise_free_values_are_those_coco_logs(tmp_path, dimension, instance):
     # cocoex returns noisy values only; its observer logs the noise-free value of each logged evaluation

@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 
@@ -59,6 +61,14 @@ def test_without_costs_a_crp_compounds_its_period_returns():
 def test_a_bad_cost_rate_is_refused_by_name(cost):
     with pytest.raises(ValueError, match="`cost` must be"):
         backtest(ConstantRebalanced(np.array([1.0])), np.ones((2, 1)), cost=cost)
+
+
+@pytest.mark.parametrize("cost", ["x", "0.1", [0.1], True])
+@pytest.mark.parametrize("strategy", [BuyAndHold(), TCO()])
+def test_a_cost_that_is_not_a_number_is_refused_by_name(strategy, cost):
+    """It failed in a comparison naming nothing, or was refused as differing from the strategy's own rate."""
+    with pytest.raises(TypeError, match=f"^backtest: `cost` must be a number, got {re.escape(repr(cost))}"):
+        backtest(strategy, np.ones((2, 3)), cost=cost)
 
 
 def test_a_strategy_leaving_the_simplex_is_stopped_at_its_period():

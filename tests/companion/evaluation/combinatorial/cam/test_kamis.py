@@ -5,8 +5,8 @@ import sys
 import numpy as np
 import pytest
 
-from hf_ext.companion.combinatorial.cam import Graph, erdos_renyi, exact_mis
-from hf_ext.companion.evaluation.combinatorial.cam import kamis, redumis_mis
+from hf_ext.companion.combinatorial.cam import Graph, erdos_renyi
+from hf_ext.companion.evaluation.combinatorial.cam import exact_mis, kamis, redumis_mis
 from hf_ext.companion.evaluation.combinatorial.cam.kamis import read_independent_set, write_metis
 
 PATH = Graph(4, np.array([[0, 1], [1, 2], [2, 3]]))

@@ -4,15 +4,17 @@ import pytest
 from hf_ext.companion.combinatorial.cam import (
     Graph,
     barabasi_albert,
-    cut_value,
     erdos_renyi,
+    local_search_maxcut,
+    local_search_mis,
+)
+from hf_ext.companion.evaluation.combinatorial.cam import (
+    cut_value,
     exact_maxcut,
     exact_mis,
     greedy_maxcut,
     greedy_mis,
     iterated_local_search_mis,
-    local_search_maxcut,
-    local_search_mis,
     multistart_local_search,
 )
 
@@ -81,13 +83,60 @@ def test_multistart_local_search_keeps_the_best_start(problem):
             any(many[u] for u in graph.neighbours()[v]) for v in np.flatnonzero(~many)
         )
         assert value(many) > 17
-    with pytest.raises(ValueError, match="`starts` must be >= 1"):
-        multistart_local_search(problem, graph, 0)
-    with pytest.raises(ValueError, match="`problem` must be 'mis' or 'maxcut'"):
-        multistart_local_search("tsp", graph, 2)
 
 
 def test_empty_graph_references():
     empty = Graph(0, np.zeros((0, 2)))
     assert greedy_mis(empty).size == 0 and exact_mis(empty)[0].size == 0 and exact_mis(empty)[1]
     assert exact_maxcut(empty)[0].size == 0 and exact_maxcut(empty)[1]
+
+
+STAR = Graph(5, np.array([[0, 1], [0, 2], [0, 3], [0, 4]]))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"problem": "tsp"}, ValueError, "`problem` must be 'mis' or 'maxcut', got 'tsp'"),
+        ({"starts": 0}, ValueError, "`starts` must be an integer >= 1, got 0"),
+        ({"starts": 2.0}, TypeError, "`starts` must be an integer >= 1, got 2.0"),  # was range(2.0) in a generator
+        ({"starts": True}, TypeError, "`starts` must be an integer >= 1, got True"),  # was one start
+        ({"starts": None}, TypeError, "`starts` must be an integer >= 1, got None"),
+        ({"seed": -1}, ValueError, "`seed` must be an integer >= 0, got -1"),  # was numpy's "expected non-negative"
+        ({"seed": 1.5}, TypeError, "`seed` must be an integer >= 0, got 1.5"),
+        ({"seed": None}, TypeError, "`seed` must be an integer >= 0, got None"),  # drew starts no rerun reproduces
+        ({"graph": np.ones((5, 5))}, TypeError, r"`graph` must be a hf_ext.companion.combinatorial.cam.Graph"),
+    ],
+)
+def test_multistart_local_search_refuses_bad_arguments_by_name(arguments, error, message):
+    settings = {"problem": "mis", "graph": STAR, "starts": 2, "seed": 0} | arguments
+    with pytest.raises(error, match=f"multistart_local_search: {message}"):
+        multistart_local_search(**settings)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"time_limit": "1"}, TypeError, "`time_limit` must be a number, got '1'"),
+        ({"time_limit": None}, TypeError, "`time_limit` must be a number, got None"),
+        ({"time_limit": True}, TypeError, "`time_limit` must be a number, got True"),  # was one second
+        ({"time_limit": -1}, ValueError, "`time_limit` must be > 0 seconds, got -1"),
+        ({"max_iterations": 1.5}, TypeError, "`max_iterations` must be an integer >= 0, got 1.5"),  # was taken
+        ({"max_iterations": True}, TypeError, "`max_iterations` must be an integer >= 0, got True"),
+        ({"max_iterations": -1}, ValueError, "`max_iterations` must be an integer >= 0, got -1"),
+        ({"seed": -1}, ValueError, "`seed` must be an integer >= 0, got -1"),
+        ({"seed": "3"}, TypeError, "`seed` must be an integer >= 0, got '3'"),
+        ({"seed": None}, TypeError, "`seed` must be an integer >= 0, got None"),
+        ({"graph": "star"}, TypeError, r"`graph` must be a hf_ext\.companion\.combinatorial\.cam\.Graph .*'star'"),
+    ],
+)
+def test_iterated_local_search_refuses_bad_arguments_by_name(arguments, error, message):
+    settings = {"graph": STAR, "start": np.zeros(5, bool), "time_limit": 1.0, "max_iterations": 3, "seed": 0}
+    with pytest.raises(error, match=f"iterated_local_search_mis: {message}"):
+        iterated_local_search_mis(**settings | arguments)
+
+
+def test_a_networkx_graph_is_refused_with_the_way_to_ours():
+    networkx = pytest.importorskip("networkx")
+    with pytest.raises(TypeError, match=r"`graph` must be a .*Graph\(num_nodes, edges\).*got .*networkx"):
+        multistart_local_search("mis", networkx.path_graph(4), 2)

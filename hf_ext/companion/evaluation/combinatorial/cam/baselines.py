@@ -1,14 +1,24 @@
-"""Classical references: greedy, local search (MIS 2-improvement and iterated local search, max-cut one-flip), and
-exact ILPs by HiGHS."""
+"""Classical references CAM is judged against: greedy, the best of several local searches from random starts (the
+searches themselves are CAM's post-processing, :mod:`hf_ext.companion.combinatorial.cam.local_search`), iterated
+local search for MIS, and exact ILPs by HiGHS."""
 
 import time
 
 import numpy as np
 
-from hf_ext._validation import check_finite
+from hf_ext._validation import check_count, check_finite_number
+from hf_ext.companion.combinatorial._highs import solve_binary_program
+from hf_ext.companion.combinatorial.cam import Graph, local_search_maxcut, local_search_mis
 
-from .._highs import solve_binary_program
-from .graphs import Graph
+
+def _check_graph(owner: str, graph) -> None:
+    """Refuse anything but our :class:`Graph`: a networkx graph or an adjacency matrix fails on a missing attribute."""
+    if not isinstance(graph, Graph):
+        kind = f"{type(graph).__module__}.{type(graph).__qualname__}"
+        raise TypeError(
+            f"{owner}: `graph` must be a hf_ext.companion.combinatorial.cam.Graph (Graph(num_nodes, edges), edges an "
+            f"(E, 2) array of node pairs), got {graph!r} ({kind})"
+        )
 
 
 def greedy_mis(graph: Graph) -> np.ndarray:
@@ -27,41 +37,6 @@ def greedy_mis(graph: Graph) -> np.ndarray:
     return chosen
 
 
-def local_search_mis(graph: Graph, start: np.ndarray, max_rounds: int = 1000) -> np.ndarray:
-    """2-improvements until none is left: drop one set node v, add two non-adjacent nodes whose only set
-    neighbour is v (free nodes are added as they appear)."""
-    nbrs, chosen = graph.neighbours(), start.astype(bool).copy()
-    for _ in range(max_rounds):
-        tight = _chosen_neighbours(graph, chosen)
-        free = np.flatnonzero(~chosen & (tight == 0)).tolist()
-        if free:
-            for u in free:
-                if not any(chosen[w] for w in nbrs[u]):
-                    chosen[u] = True
-            continue
-        if not _two_improve(nbrs, chosen, tight):
-            break
-    return chosen
-
-
-def _chosen_neighbours(graph: Graph, chosen: np.ndarray) -> np.ndarray:
-    """How many chosen neighbours each node has."""
-    i, j = graph.edges.T
-    n = graph.num_nodes
-    return (np.bincount(i, chosen[j], n) + np.bincount(j, chosen[i], n)).astype(int)
-
-
-def _two_improve(nbrs, chosen, tight) -> bool:
-    for v in np.flatnonzero(chosen).tolist():
-        candidates = [u for u in nbrs[v] if tight[u] == 1]
-        for a, u in enumerate(candidates):
-            for w in candidates[a + 1 :]:
-                if w not in nbrs[u]:
-                    chosen[v], chosen[u], chosen[w] = False, True, True
-                    return True
-    return False
-
-
 def iterated_local_search_mis(
     graph: Graph, start: np.ndarray, time_limit: float = 10.0, max_iterations: int | None = None, seed: int = 0
 ) -> np.ndarray:
@@ -69,12 +44,14 @@ def iterated_local_search_mis(
     a random outside node into the set (its set neighbours leave), repair by free insertions and (1, 2)-swaps, keep
     the result when it is no smaller, else go back; the largest set seen within ``time_limit`` seconds (or
     ``max_iterations`` perturbations) is returned. No reductions: on dense ER graphs they remove nothing."""
-    check_finite("iterated_local_search_mis", "time_limit", time_limit)
-    if not time_limit > 0 or (max_iterations is not None and max_iterations < 0):
-        raise ValueError(
-            f"iterated_local_search_mis: `time_limit` must be > 0 and `max_iterations` >= 0 or None, got "
-            f"{time_limit!r}, {max_iterations!r}"
-        )
+    owner = "iterated_local_search_mis"
+    _check_graph(owner, graph)
+    check_finite_number(owner, "time_limit", time_limit)
+    if not time_limit > 0:
+        raise ValueError(f"{owner}: `time_limit` must be > 0 seconds, got {time_limit!r}")
+    if max_iterations is not None:
+        check_count(owner, "max_iterations", max_iterations)
+    check_count(owner, "seed", seed)
     n, rng = graph.num_nodes, np.random.default_rng(seed)
     adjacency = np.zeros((n, n), dtype=bool)
     adjacency[graph.edges[:, 0], graph.edges[:, 1]] = adjacency[graph.edges[:, 1], graph.edges[:, 0]] = True
@@ -146,27 +123,15 @@ def greedy_maxcut(graph: Graph) -> np.ndarray:
     return side
 
 
-def local_search_maxcut(graph: Graph, start: np.ndarray, max_rounds: int = 100_000) -> np.ndarray:
-    """One-flip local search: flip a node while that raises the cut."""
-    nbrs, side = graph.neighbours(), np.asarray(start, dtype=bool).copy()
-    for _ in range(max_rounds):
-        gains = [sum(side[u] == side[v] for u in nbrs[v]) - sum(side[u] != side[v] for u in nbrs[v])
-                 for v in range(graph.num_nodes)]
-        best = int(np.argmax(gains)) if gains else 0
-        if not gains or gains[best] <= 0:
-            break
-        side[best] = ~side[best]
-    return side
-
-
 def multistart_local_search(problem: str, graph: Graph, starts: int, seed: int = 0) -> np.ndarray:
     """The best of ``starts`` local searches from random starts (MIS: random-order greedy maximal independent sets,
     2-improvement; max-cut: random sides, one-flip): the classical counterpart of best-of-K chains with local
     search at the same K."""
     if problem not in ("mis", "maxcut"):
         raise ValueError(f"multistart_local_search: `problem` must be 'mis' or 'maxcut', got {problem!r}")
-    if starts < 1:
-        raise ValueError(f"multistart_local_search: `starts` must be >= 1, got {starts!r}")
+    _check_graph("multistart_local_search", graph)
+    check_count("multistart_local_search", "starts", starts, 1)
+    check_count("multistart_local_search", "seed", seed)
     rng = np.random.default_rng(seed)
     if problem == "maxcut":
         found = (local_search_maxcut(graph, rng.random(graph.num_nodes) < 0.5) for _ in range(starts))

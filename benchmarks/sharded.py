@@ -8,8 +8,9 @@ from ``hf_ext.models.tiny_causal_lm`` (``--model odd``: one whose every size spl
 :func:`odd_sized_llama`) for ``--steps`` steps, the same global batch each step (each rank its 1/N of
 it): on one process (rank 0, accumulating the N micro-batches, so that its gradient is the ranks'
 average), on FSDP2 shards
-(``fully_shard`` on each block, then the root) and under DDP, and saves the sharded runs after step
-2 with torch.distributed.checkpoint; the second resumes those in new processes and finishes them.
+(``fully_shard`` on each block, then the root) and under DDP (``--modes accelerate``: the optimizer built on
+the whole model, then sharded with it by accelerate's FSDP2 ``prepare``, as in the Trainer), and saves the sharded
+runs after step 2 with torch.distributed.checkpoint; the second resumes those in new processes and finishes them.
 A last launch repeats N = 2 in bfloat16. Reported per method and N:
 
 - parity: the largest parameter difference from one process, relative to each tensor's largest entry;
@@ -47,6 +48,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from _harness import benchmark_parser, emit, save_json
+from accelerate import Accelerator, FullyShardedDataParallelPlugin
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.fsdp import fully_shard
@@ -54,11 +56,14 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.debug import CommDebugMode
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from hf_ext.distributed import enable_fsdp_on_cpu
 from hf_ext.models import tiny_causal_lm
 from hf_ext.optim import NGN, SPS, GradientSmoothing, MuonWithAdamW, Scion, SymmetryCurvature
 from hf_ext.optim.shared.sharding import assign_owners
 
 MODES = ("single", "fsdp", "ddp")
+# FSDP2 as accelerate's ``prepare`` applies it (the Trainer's path): the optimizer is built on the whole model first.
+ACCELERATE = "accelerate"
 GIB = 1024**3
 
 
@@ -132,6 +137,16 @@ def prepare(model: nn.Module, mode: str) -> nn.Module:
     return model
 
 
+def accelerate_prepare(model: nn.Module, optimizer: torch.optim.Optimizer) -> nn.Module:
+    """``model`` sharded by accelerate's FSDP2 plugin (each decoder layer, then the root), which also puts the
+    ``DTensor``\\ s in place of the tensors ``optimizer`` was built on, in its ``param_groups``, as for the Trainer."""
+    enable_fsdp_on_cpu()  # accelerate would wrap a CPU model in DDP
+    plugin = FullyShardedDataParallelPlugin(fsdp_version=2, auto_wrap_policy="transformer_based_wrap")
+    prepared, _ = Accelerator(cpu=True, fsdp_plugin=plugin).prepare(model, optimizer)
+    assert all(isinstance(p, DTensor) for p in prepared.parameters())
+    return prepared
+
+
 def local_bytes(tensor: torch.Tensor) -> int:
     part = tensor.to_local() if isinstance(tensor, DTensor) else tensor
     return part.numel() * part.element_size()
@@ -188,8 +203,12 @@ def train(
     """
     world_size, rank = dist.get_world_size(), dist.get_rank()
     model = copy.deepcopy(base)
-    forward = prepare(model, mode)
-    optimizer = METHODS[method](model)
+    if mode == ACCELERATE:
+        optimizer = METHODS[method](model)
+        forward = accelerate_prepare(model, optimizer)
+    else:
+        forward = prepare(model, mode)
+        optimizer = METHODS[method](model)
     if resume_at is not None:
         model_state, optimizer_state = get_state_dict(forward, optimizer)  # the layout to load into
         state = {"model": model_state, "optimizer": optimizer_state}
@@ -446,7 +465,7 @@ def parse(argv=None) -> argparse.Namespace:
         help="measure these trainers' per-rank memory on SmolLM2-135M instead of the optimizers (adamw, agzo, mezo, "
         "grpo_sgd, grpo_adamw, regularized_dpo; none named: all)",
     )
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=[*MODES, ACCELERATE])
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--save-at", type=int, default=2, help="save FSDP2 and DDP runs after this step")
     parser.add_argument("--resume-at", type=int, help="resume the runs saved after this step and finish them")

@@ -42,6 +42,7 @@ from hf_ext.kernels import depth_smooth
 from ..._sharded import local, sharding
 from ..._validation import check_count, check_finite_number
 from ..shared.first_step import check_first_step
+from ..shared.held import held_tensors, replaced
 from ..shared.wrapper import OptimizerWrapper
 
 KERNELS = ("uniform", "triangular", "gaussian")
@@ -302,10 +303,16 @@ class GradientSmoothing(OptimizerWrapper):
         self.mode = mode
         self.matrix = smoothing_matrix(len(blocks), window, kernel, sigma, weights, boundary)
         self.is_identity = bool(torch.equal(self.matrix, torch.eye(len(blocks))))
-        self.roles = self._roles(blocks)
+        self._blocks = blocks
+        self._plan()
+
+    def _plan(self) -> None:
+        """The roles of the blocks' parameters and their work buffers, from the tensors the blocks hold now."""
+        self.roles = self._roles(self._blocks)
         # update mode mixes `before - after` by I - K and adds it to `after`: `before + K (after - before)` in place
-        mixing = self.matrix if mode == "gradient" else torch.eye(len(blocks)) - self.matrix
+        mixing = self.matrix if self.mode == "gradient" else torch.eye(len(self._blocks)) - self.matrix
         self._stacks = [] if self.is_identity else _depth_stacks(list(self.roles.values()), mixing)
+        self._held = held_tensors(self)
 
     def _roles(self, blocks: list[nn.Module]) -> dict[str, list[nn.Parameter]]:
         optimized = {id(p) for group in self.base_optimizer.param_groups for p in group["params"]}
@@ -340,6 +347,10 @@ class GradientSmoothing(OptimizerWrapper):
             with torch.enable_grad():
                 loss = closure()
         check_first_step(self)
+        # accelerate's FSDP2 `prepare` (the Trainer's path) shards the blocks after this wrapper was built on the whole
+        # model: buffers made then would smooth the old tensors, which no gradient reaches (the base alone, silently).
+        if replaced(self, self._held):
+            self._plan()
         if self.is_identity:
             self.base_optimizer.step()
             return loss

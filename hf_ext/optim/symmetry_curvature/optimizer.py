@@ -60,6 +60,7 @@ from ..._sharded import local, shard_group, squared_norm_parts, sum_across
 from ..._validation import check_finite, check_finite_number
 from ...models.layout import ParamLayout, model_layout
 from ..shared.first_step import check_first_step
+from ..shared.held import held_tensors, replaced
 from ..shared.sharding import OwnerExchange
 from ..shared.state import restore_state
 from .groups import GROUPS, SymmetryGroup, _per_matrix
@@ -229,7 +230,8 @@ class SymmetryCurvature(torch.optim.Optimizer):
     def _plan(self) -> None:
         """How each parameter steps, fixed by the groups' settings and the parameters' shapes: its layout, symmetry
         group, and for a whole-matrix one its index among the matrices (owners, batching); rebuilt whenever
-        ``param_groups`` change, never in a step (so that ``torch.compile`` finds it as it was)."""
+        ``param_groups`` change (in :meth:`_init_group` when other tensors took their parameters' place), never
+        elsewhere in a step (so that ``torch.compile`` finds it as it was)."""
         self._entries, matrices, costs = [], [], []
         for index, group in enumerate(self.param_groups):
             entries = []
@@ -248,31 +250,38 @@ class SymmetryCurvature(torch.optim.Optimizer):
             self._entries.append(entries)
         # Owners over every whole-matrix parameter, with a gradient this step or not, so that they stay put.
         self._exchange = OwnerExchange(matrices, "SymmetryCurvature", costs)
+        self._held = held_tensors(self)
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
         self._plan()
 
-    def _init_group(self, group: dict, index: int) -> None:
+    def _init_group(self) -> None:
         """Each parameter's state at its first step: ``step`` (float32, on its device; every rank counts every
         parameter's steps), and the momentum (shaped like the parameter), ``S`` and the mean of ``g^2`` of each of
         its matrices, in :func:`statistics_dtype`, where this rank steps it (a diagonal ``S`` sharded like the
-        parameter; a whole matrix on its owner).
+        parameter; a whole matrix on its owner). First the plan again if ``param_groups`` hold other tensors than it
+        was made on: accelerate's FSDP2 ``prepare`` (the ``Trainer``'s path) puts the shards there after the optimizer
+        was built on the whole model, and owners assigned then would take each shard for a whole matrix.
 
         As torch's optimizers do, in a method named so: ``torch.compile`` runs it as Python when it traces the step,
         so that the compiled step finds the state in place and compiles once."""
-        for p, entry in zip(group["params"], self._entries[index], strict=True):
-            if p.grad is None or "step" in self.state[p]:
-                continue
-            state = self.state[p]
-            state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
-            dtype = statistics_dtype(p.dtype)
-            if entry.matrix is None:
-                self._init_statistics(state, torch.zeros_like(p, dtype=dtype), torch.zeros_like(p, dtype=dtype), 1)
-            elif self._exchange.owns(entry.matrix):
-                exp_avg = torch.zeros(p.shape, dtype=dtype, device=p.device)
-                moment = torch.zeros(entry.moment, dtype=dtype, device=p.device)
-                self._init_statistics(state, exp_avg, moment, entry.layout.num_matrices)
+        if replaced(self, self._held):
+            self._plan()
+        for group, entries in zip(self.param_groups, self._entries, strict=True):
+            for p, entry in zip(group["params"], entries, strict=True):
+                if p.grad is None or "step" in self.state[p]:
+                    continue
+                state = self.state[p]
+                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                dtype = statistics_dtype(p.dtype)
+                if entry.matrix is None:
+                    exp_avg, moment = torch.zeros_like(p, dtype=dtype), torch.zeros_like(p, dtype=dtype)
+                    self._init_statistics(state, exp_avg, moment, 1)
+                elif self._exchange.owns(entry.matrix):
+                    exp_avg = torch.zeros(p.shape, dtype=dtype, device=p.device)
+                    moment = torch.zeros(entry.moment, dtype=dtype, device=p.device)
+                    self._init_statistics(state, exp_avg, moment, entry.layout.num_matrices)
 
     @staticmethod
     def _init_statistics(state: dict, exp_avg: torch.Tensor, moment: torch.Tensor, matrices: int) -> None:
@@ -288,9 +297,9 @@ class SymmetryCurvature(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         check_first_step(self)
+        self._init_group()
         elementwise, matrices, steps = [], [], []
         for index, group in enumerate(self.param_groups):
-            self._init_group(group, index)
             for p, entry in zip(group["params"], self._entries[index], strict=True):
                 if p.grad is not None:
                     steps.append(self.state[p]["step"])

@@ -44,24 +44,21 @@ def minimize(
     popsize = config.popsize
     dispatcher = Dispatcher(executor, function, retries, owner="minimize")
     while True:
-        run_config = dataclasses.replace(
-            config, popsize=popsize, seed=config.seed + 1000 * restarts, max_evaluations=None
+        left = None if config.max_evaluations is None else config.max_evaluations - spent
+        es = SepCMAES(
+            x0, dataclasses.replace(config, popsize=popsize, seed=config.seed + 1000 * restarts, max_evaluations=left)
         )
-        es = SepCMAES(x0, run_config)
-        while not es.stop() and spent < budget:
-            X = es.ask()
-            room = int(min(len(X), budget - spent))
-            values = _evaluate(dispatcher, X[:room])
+        while not es.stop():
+            X = es.ask()  # the last population only in part when the budget ends inside it
+            values = _evaluate(dispatcher, X)
             finite = np.where(np.isnan(values), np.inf, values)
             if finite.size and finite.min() < fbest:
                 best = int(finite.argmin())
                 xbest, fbest, evals_best = X[best].copy(), float(finite[best]), spent + best + 1
-            spent += room
+            spent += len(X)
             if np.isnan(values).any():
                 nans += int(np.isnan(values).sum())
                 logger.warning("minimize: %d NaN value(s) at evaluation %d, counted as the worst", nans, spent)
-            if room < len(X):
-                break
             es.tell(X, values)
         generations += es.generation
         if spent >= budget or config.restarts == "none" or restarts >= config.max_restarts:

@@ -48,7 +48,9 @@ class SepCMAES:
 
     An ``ask`` returns either a new population (each candidate ``resamples`` times) or, when the weight
     scheme wants them, the candidates to re-evaluate; the generation's update happens at the ``tell`` that
-    completes it, so every evaluation, re-evaluations included, passes through ask/tell and is counted.
+    completes it, so every evaluation, re-evaluations included, passes through ask/tell and is counted. Where
+    ``max_evaluations`` ends inside a generation, ``ask`` returns only the rows it leaves and their ``tell`` ends the
+    run without an update.
     ``x0`` must be a non-empty 1-D sequence of finite numbers; it is clipped into the box.
     """
 
@@ -100,7 +102,14 @@ class SepCMAES:
             )
             self._values = [[] for _ in range(self.popsize)]
             self._rows = np.repeat(np.arange(self.popsize), self.config.resamples)
-        return self._population[self._rows].copy()
+        return self._population[self._asked()].copy()
+
+    def _asked(self) -> np.ndarray:
+        """The candidate index of each row ``ask`` returns: the generation's next rows, as many as the budget leaves
+        (the last generation's first ones: the evaluations up to the budget are those of an uncapped run)."""
+        if self.config.max_evaluations is None:
+            return self._rows
+        return self._rows[: max(0, self.config.max_evaluations - self.evaluations)]
 
     def tell(self, candidates, values) -> None:
         """Record ``values[i]``, the value of ``candidates[i]``: the rows of the last ``ask``, in any order.
@@ -112,10 +121,11 @@ class SepCMAES:
         """
         if self._population is None:
             raise ValueError("SepCMAES.tell: call ask() first; tell records the values of the rows it returned")
+        asked = self._asked()
         values = np.asarray(values, dtype=float).reshape(-1)
-        if values.size != self._rows.size:
-            raise ValueError(f"SepCMAES.tell: expected {self._rows.size} values for the last ask, got {values.size}")
-        rows = self._asked_rows(candidates)
+        if values.size != asked.size:
+            raise ValueError(f"SepCMAES.tell: expected {asked.size} values for the last ask, got {values.size}")
+        rows = self._asked_rows(candidates, asked)
         values = np.where(np.isnan(values), np.inf, values)
         for row, value in zip(rows, values, strict=True):
             self.evaluations += 1
@@ -123,6 +133,9 @@ class SepCMAES:
             if value < self.best_f:
                 self.best_f, self.best_x = float(value), self._population[row].copy()
                 self.best_evaluation = self.evaluations
+        if asked.size < self._rows.size:  # the budget ended inside the generation: counted, but no update from a part
+            self._population = None
+            return
         evaluations = [np.array(v) for v in self._values]
         # the population's first evaluations (told by their count: a re-evaluation may cover every candidate)
         if all(len(v) == self.config.resamples for v in self._values):
@@ -133,9 +146,10 @@ class SepCMAES:
                 return
         self._update(self.scheme(_finite(evaluations), self.base, self._population))
 
-    def _asked_rows(self, candidates) -> np.ndarray:
-        """The population index of each told candidate, matched to the last ``ask``'s rows as a multiset."""
-        asked = self._population[self._rows]
+    def _asked_rows(self, candidates, indices: np.ndarray) -> np.ndarray:
+        """The population index of each told candidate, matched to the last ``ask``'s rows (``indices``) as a
+        multiset."""
+        asked = self._population[indices]
         candidates = np.asarray(candidates, dtype=float)
         if candidates.shape != asked.shape:
             raise ValueError(
@@ -149,8 +163,8 @@ class SepCMAES:
                 "not return (repaired, rounded or from another ask). Evaluate the asked rows, or start a new "
                 "SepCMAES from the changed point"
             )
-        rows = np.empty_like(self._rows)
-        rows[told_order] = self._rows[asked_order]
+        rows = np.empty_like(indices)
+        rows[told_order] = indices[asked_order]
         return rows
 
     def _update(self, weights: np.ndarray) -> None:

@@ -53,6 +53,30 @@ def test_candidates_stay_in_the_box():
     assert X.min() >= -5 and X.max() <= 5
 
 
+@pytest.mark.parametrize("weights", ["log", "rb_pem", "unbiased_pem", "probe_switch"])
+def test_the_budget_ends_inside_the_last_generation_on_an_uncapped_run_s_evaluations(weights):
+    """Issue 72: ``ask`` returned the last generation whole, so a budget of 2500 spent 2504 evaluations. Now it asks
+    only what the budget leaves, and those are the first evaluations of the same run without a budget."""
+
+    def run(max_evaluations, stop_after):
+        es = SepCMAES(np.full(5, 3.0), ESConfig(weights=weights, max_evaluations=max_evaluations, seed=1))
+        noise = np.random.default_rng(0)
+        rows, values = [], []
+        while not es.stop() and len(values) < stop_after:
+            X = es.ask()
+            told = [sphere(x) + noise.standard_normal() for x in X]
+            es.tell(X, told)
+            rows, values = [*rows, *X], [*values, *told]
+        return es, np.array(rows), np.array(values)
+
+    capped, rows, values = run(101, np.inf)
+    _, uncapped_rows, uncapped_values = run(None, 101)
+    assert capped.evaluations == len(values) == 101 and capped.stop() == {"maxfevals": 101}
+    np.testing.assert_array_equal(rows, uncapped_rows[:101])
+    np.testing.assert_array_equal(values, uncapped_values[:101])
+    assert capped.result.fbest == values.min() == values[capped.result.evals_best - 1]
+
+
 def test_tell_counts_nan_as_worst_and_refuses_a_wrong_count():
     es = SepCMAES(np.zeros(2), ESConfig(popsize=4))
     with pytest.raises(ValueError, match=r"call ask\(\) first"):

@@ -92,10 +92,12 @@ def repair(
 def run_lns(
     instance: SetCoverInstance, config: LNSConfig, initial: np.ndarray | None = None, neighbourhood=None
 ) -> LNSResult:
-    """LNS from ``initial`` (greedy by default); the incumbent's objective never increases. ``neighbourhood``
-    (``(instance, incumbent, size, rng) -> columns``, e.g. ``GenerativeNeighbourhood``) replaces ``config.policy``;
-    one with an ``observe(gain, seconds)`` method hears after each repair what its neighbourhood gained and took
-    (``AdaptiveNeighbourhood`` learns from it)."""
+    """LNS from ``initial`` (greedy by default) until ``config.time_limit``; the incumbent's objective never increases,
+    and every cover after ``initial`` was found within the limit (a repair that ends past it is dropped).
+
+    ``neighbourhood`` (``(instance, incumbent, size, rng) -> columns``, e.g. ``GenerativeNeighbourhood``) replaces
+    ``config.policy``; one with an ``observe(gain, seconds)`` method hears after each repair what its neighbourhood
+    gained and took (``AdaptiveNeighbourhood`` learns from it)."""
     choose = neighbourhood or POLICIES[config.policy]
     observe = getattr(choose, "observe", None)
     start = time.perf_counter()
@@ -114,14 +116,19 @@ def run_lns(
     best = instance.objective(incumbent)
     times, values = [time.perf_counter() - start], [best]
     iteration, size = 0, float(config.neighbourhood_size)
-    while iteration < config.max_iterations:
-        left = config.time_limit - (time.perf_counter() - start)
-        if left <= 0.01:
-            break
+
+    def left() -> float:
+        return config.time_limit - (time.perf_counter() - start)
+
+    while iteration < config.max_iterations and left() > 0.01:
         chosen_at = time.perf_counter()
         free = choose(instance, incumbent, int(size), rng)
-        limit = min(config.sub_time_limit, left)
+        limit = min(config.sub_time_limit, left())  # what choosing the neighbourhood left
+        if limit <= 0.01:
+            break
         candidate, optimal, _ = repair(instance, incumbent, free, limit)
+        if left() < 0:  # HiGHS ran past the limit: a cover found after it is not this search's
+            break
         iteration += 1
         value = instance.objective(candidate)
         improved = value < best - 1e-9 and instance.is_feasible(candidate)

@@ -96,6 +96,42 @@ def test_adapted_size_grows_after_solved_subproblems_and_shrinks_after_timeouts(
     assert sizes == expected  # no gain each time; bounded by 4x and 1/4 of neighbourhood_size
 
 
+class FakeClock:
+    """``time.perf_counter`` for ``run_lns``: it reads ``now``, which only the test moves."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_a_cover_found_after_the_time_limit_is_not_returned(instance, monkeypatch):
+    """Issue 72: a repair that ended past the limit (10.25 s of 10 s) was kept, and HiGHS was given the time left
+    before the neighbourhood was chosen. Here choosing takes 0.1 s and each repair 0.5 s of a 1 s limit, dropping one
+    column of a cover of every column: the second repair ends at 1.2 s, so the first one's cover is the result."""
+    clock, limits = FakeClock(), []
+
+    def choose(instance, incumbent, size, rng):
+        clock.now += 0.1
+        return np.arange(2)
+
+    def drop_a_column(instance, incumbent, free, limit):
+        limits.append(limit)
+        clock.now += 0.5
+        candidate = incumbent.copy()
+        candidate[np.flatnonzero(incumbent)[0]] = False
+        return candidate, True, 0.0
+
+    monkeypatch.setattr(lns_module, "time", clock)
+    monkeypatch.setattr(lns_module, "repair", drop_a_column)
+    every = np.ones(instance.n_columns, dtype=bool)
+    result = run_lns(instance, LNSConfig(time_limit=1.0), initial=every, neighbourhood=choose)
+    assert limits == pytest.approx([0.9, 0.3])  # the time left once the neighbourhood is chosen
+    assert result.times == [0.0, 0.6] and result.iterations == 1
+    assert np.array_equal(result.selected, np.arange(instance.n_columns) > 0) and instance.is_feasible(result.selected)
+
+
 def test_an_initial_cover_of_the_wrong_length_is_named(instance):
     message = r"`initial` must be a mask of one entry per column \(3000\), got shape \(2999,\)"
     with pytest.raises(ValueError, match=message):

@@ -238,7 +238,7 @@ def bench_dtype(timer: Timer, shapes: dict, dtype: torch.dtype, liger: Callable 
 
 
 def headline(results: dict) -> dict:
-    """The ratios the README's table shows: ``<kernel>_<dtype>`` -> eager (or dense) time over kernel time."""
+    """The ratios docs/kernels.md's table shows: ``<kernel>_<dtype>`` -> eager (or dense) time over kernel time."""
     ratios = {}
     for dtype, kernels in results.items():
         for name in ("seeded_perturb", "lowrank_perturb", "depth_smooth"):

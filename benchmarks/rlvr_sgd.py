@@ -11,7 +11,7 @@ a full checkpoint in both modes (exact; bf16-visible). ``bfloat16`` parameters a
 updated in bf16 (no fp32 master copy), the setting where small steps round away. Means and
 standard deviations over the seeds. The defaults (2 seeds x 2 dtypes x 2 optimizers x 20 steps)
 are 160 GRPO steps, as many as the former single 80-step pair (about 20 minutes on 2 idle CPU
-cores); docs/rl.md has a 3-step run measured on busy cores. The last line is JSON.
+cores); docs/results/rl.md (*Measured sizes*) has a 3-step run measured on busy cores. The last line is JSON.
 """
 
 import statistics

@@ -5,10 +5,11 @@
 
 Binarizes every decoder linear layer (embeddings, norms and the tied LM head stay full
 precision), initialises the dual scales from the per-row mean of ``|W|`` (``init=mean_abs``: measured as
-good as or better than the paper's rank-1 ``svid`` at 30 and 100 steps, docs/quant.md), then trains the
+good as or better than the paper's rank-1 ``svid`` at 30 and 100 steps, docs/results/quant.md), then trains the
 student to match the teacher's logits on standard-library source text while ``lambda`` rises
 from 0 (dense) to 1 (binary) over the first ``binarize_fraction`` of the steps (or ``ramp_steps``)
-and stays 1 after; up to 30 steps binary from step 0 measured better, at 100 and 300 the half ramp (docs/quant.md).
+and stays 1 after; up to 30 steps binary from step 0 measured better, at 100 and 300 the half ramp
+(docs/results/quant.md).
 Reports held-out perplexity of the teacher, of the binary model at init and after training, and
 of the packed export (which must equal the trained one), plus the packed size of the linear
 layers vs fp16. Writes ``results.json``, ``curves.png`` and the packed model to ``output_dir``.

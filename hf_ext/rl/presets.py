@@ -17,7 +17,7 @@ from trl import GRPOConfig
 from .._validation import check_finite, check_training_arguments
 from .delta import SparseDeltaCallback
 
-# Swept on SmolLM2-135M-Instruct, arithmetic, 30 steps (README, RLVR section): SGD 0.1 collapsed
+# Swept on SmolLM2-135M-Instruct, arithmetic, 30 steps (docs/results/rl.md, *Learning rates*): SGD 0.1 collapsed
 # the held-out reward, 0.01 and 0.03 raised it (0.03 more); AdamW 1e-6 moved it little.
 LEARNING_RATES = {"sgd": 3e-2, "adamw": 1e-5}
 OPTIMIZER_SETTINGS = {
@@ -38,7 +38,7 @@ COMMON_SETTINGS = {
 }
 # Sparse delta checkpoints store what a bf16 copy of the model sees. With fp32 (or mixed-precision
 # master) weights, SGD moves 83-88% of the entries bitwise, so an exact delta is 0.89-0.98 of a full
-# checkpoint, while a bf16-visible one was 0.064 of it after 3 steps (docs/rl.md, "Measured sizes").
+# checkpoint, while a bf16-visible one was 0.064 of it after 3 steps (docs/results/rl.md, *Measured sizes*).
 # With bf16 parameters both modes store the same entries.
 DELTA_SETTINGS = {"mode": "visible", "dtype": torch.bfloat16}
 

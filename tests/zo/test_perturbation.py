@@ -46,7 +46,7 @@ def test_layers_fed_the_same_tensor_share_one_range_finder(monkeypatch):
 
 
 def test_share_subspaces_false_gives_each_layer_its_own_range_finder(monkeypatch):
-    """The path before sharing, kept for the side-by-side measurement in docs/zo.md."""
+    """The path before sharing, kept for the side-by-side measurement in docs/results/zo.md."""
     calls = []
     real = perturbation_module.activation_subspace
     monkeypatch.setattr(perturbation_module, "activation_subspace", lambda *a: calls.append(1) or real(*a))

@@ -147,12 +147,12 @@ class UnbiasedPEM:
     choice of one evaluation per candidate, with ``max_reevaluations`` candidates drawn at random evaluated twice.
 
     Why: RB-PEM's replicates come from a model of f and of the noise (a plane, ``s0 + s1 |f|``), and where
-    bbob-noisy's noise does not fit it the mean update turns (docs/pem.md). Here a candidate's evaluations are
-    exchangeable draws of its noisy value, so each choice of one evaluation per candidate is distributed as the
-    plain ES's single evaluations, and the average has the plain ES's expected weights. With nothing assumed
-    about the noise, the unordered evaluations are a complete sufficient statistic, so this average is also the
-    least dispersed unbiased estimate they allow. The candidates are drawn at random, not at the elite boundary:
-    one picked for its first value is not exchangeable with its second, and the average is then biased.
+    bbob-noisy's noise does not fit it the mean update turns (docs/results/pem.md, *Where the claim stands*). Here a
+    candidate's evaluations are exchangeable draws of its noisy value, so each choice of one evaluation per candidate
+    is distributed as the plain ES's single evaluations, and the average has the plain ES's expected weights. With
+    nothing assumed about the noise, the unordered evaluations are a complete sufficient statistic, so this average is
+    also the least dispersed unbiased estimate they allow. The candidates are drawn at random, not at the elite
+    boundary: one picked for its first value is not exchangeable with its second, and the average is then biased.
     """
 
     def __init__(self, max_reevaluations: int, seed: int = 0):

@@ -1,5 +1,5 @@
 """Curvature estimates of one weight matrix against its exact Hessian: what the accuracy part of
-``recipes/symmetry_curvature.py`` measures (docs/symmetry_curvature.md, "Measured" (a)).
+``recipes/symmetry_curvature.py`` measures (docs/results/symmetry_curvature.md, *Accuracy and optimization*, (a)).
 
 For a weight ``W`` (m x n) of a model: the exact Hessian of a loss with respect to ``W`` alone
 (``torch.func.hessian`` through ``functional_call``), minibatch gradients and the layer's KFAC factors,

@@ -1,4 +1,4 @@
-"""The measurements behind the accuracy table of docs/symmetry_curvature.md, on cases solved by hand."""
+"""The measurements behind the accuracy table of docs/results/symmetry_curvature.md, on cases solved by hand."""
 
 import pytest
 import torch

@@ -9,14 +9,16 @@ from .problems import PROBLEMS, check_problem
 
 METHODS = ("cam", "reinforce")
 AGGREGATIONS = ("mean", "normalized")
-# Measured in docs/cam.md: under the uniform chain the next state is independent of the current one, so max-cut,
-# whose energy gradient averages to zero over states, gets no training signal; a lazy chain gives it one.
+# Measured (docs/results/cam.md, *The method in detail*, Objective): under the uniform chain the next state is
+# independent of the current one, so max-cut, whose energy gradient averages to zero over states, gets no training
+# signal; a lazy chain gives it one.
 DEFAULT_BASE_FLIP = {"mis": 0.5, "maxcut": 0.1}
-# Measured in docs/cam.md: annealed to MIS's 0.2, CAM's max-cut training collapsed near its end on 4 of 6 seeds (the
-# chains stop flipping at their first steps); ended at 0.5 it held on all 6.
+# Measured (docs/results/cam.md, *Max-cut after the linear loss*): annealed to MIS's 0.2, CAM's max-cut training
+# collapsed near its end on 4 of 6 seeds (the chains stop flipping at their first steps); ended at 0.5 it held on all 6.
 DEFAULT_TAU_END = {"mis": 0.2, "maxcut": 0.5}
-# Measured in docs/cam.md: over ER graphs' hundred neighbours the mean blurs one set neighbour to 1/100; MIS decoded
-# 3.32% from exact with the normalized sum against 5.96% with the mean. On max-cut's BA graphs the two were level.
+# Measured (docs/results/cam.md, *Dense graphs*): over ER graphs' hundred neighbours the mean blurs one set neighbour
+# to 1/100; MIS decoded 3.32% from exact with the normalized sum against 5.96% with the mean. On max-cut's BA graphs
+# the two were level.
 DEFAULT_AGGREGATION = {"mis": "normalized", "maxcut": "mean"}
 
 

@@ -1,7 +1,7 @@
 """What a chain ends in before decoding, and where along it the training signal is.
 
 The decoder turns any MIS state into an independent set, so decoded sizes cannot tell a chain that learned to
-end conflict-free from one the decoder repairs; these numbers can (docs/cam.md, *Why MIS did not learn*).
+end conflict-free from one the decoder repairs; these numbers can (docs/results/cam.md, *Why MIS did not learn*).
 """
 
 import torch

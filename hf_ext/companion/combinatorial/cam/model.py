@@ -66,7 +66,8 @@ class FlipGNN(nn.Module):
         """The message each node gets from its neighbours' features ``h`` (``(B, N, hidden)``), by ``aggregation``:
         ``mean``, or ``normalized``: their sum over the square root of the degree, standardised over each graph's
         nodes (per state and feature). On dense graphs one set neighbour moves the mean of about a hundred by 1/100,
-        a scale the layers barely see; standardised, it moves the message by about its spread (docs/cam.md)."""
+        a scale the layers barely see; standardised, it moves the message by about its spread (docs/results/cam.md,
+        *Dense graphs*)."""
         b, n, _ = h.shape
         flat = h.transpose(0, 1).reshape(n, b * self.hidden)
         total = torch.sparse.mm(batch.adjacency, flat).reshape(n, b, self.hidden).transpose(0, 1)

@@ -63,7 +63,7 @@ def cam_loss(model: FlipGNN, config: CAMConfig, batch, trajectory: Trajectory, t
     ``p = sigmoid(logit(reference_flip) + E[benefit | x] / tau)``. A cross-entropy fit to each rollout's
     ``sigmoid(logit(reference_flip) + benefit / tau)``, our earlier loss, converges to the mean of the sigmoid instead,
     pulled toward the reference wherever the benefit is noisy: it kept MIS chains at the uniform chain before their
-    last step (docs/cam.md)."""
+    last step (docs/results/cam.md, *Why MIS did not learn*)."""
     benefit = flip_benefit(config.problem, batch, trajectory, config.beta)
     logits = flip_logits(model, batch, trajectory.states[:-1], config.steps)
     return (-torch.sigmoid(logits) * benefit + tau * bernoulli_kl(logits, base_logit(config))).mean()

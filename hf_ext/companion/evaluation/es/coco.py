@@ -207,7 +207,8 @@ class _Recorded:
 
 def problem_seed(seed: int, function: int, instance: int, dimension: int) -> int:
     """The seed of every method's run on one problem: a stream of its own drawn from ``seed``. One stream for all
-    problems made a seed's problems correlated trials, and a sign test over them over-confident (docs/pem.md)."""
+    problems made a seed's problems correlated trials, and a sign test over them over-confident (docs/results/pem.md,
+    *Independent random streams per problem*)."""
     return int(np.random.SeedSequence([seed, function, instance, dimension]).generate_state(1)[0])
 
 

@@ -35,7 +35,7 @@ class CAMConfig:
     beta: float = field(
         default=1.02,
         metadata={"help": "MIS edge penalty: E = -sum x + beta sum_edges x_i x_j (> 0; above 1 every minimum is a "
-                  "maximum independent set). The paper's 1.02; 1.5 was 0.33 nodes behind on ER-100 (docs/cam.md)."},
+                  "maximum independent set). The paper's 1.02; 1.5 was 0.33 nodes behind on ER-100 (commit cee81c7)."},
     )
     steps: int = field(default=8, metadata={"help": "Steps T of the chain from the uniform start (>= 1)."})
     chains: int = field(default=8, metadata={"help": "Parallel chains K per graph; best-of-K decoding (>= 1)."})

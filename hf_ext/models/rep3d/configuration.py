@@ -4,15 +4,11 @@ from dataclasses import field
 
 from transformers import PreTrainedConfig
 
-from hf_ext._validation import check_finite_fields
+from hf_ext._validation import check_count, check_finite_fields, check_list
 
 from .conv import MASK_MODES
 
 STAGE_FIELDS = ("hidden_sizes", "depths", "kernel_sizes")
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # Not @strict like transformers' own configs: its type check would refuse a NaN before `check_finite_fields`
@@ -47,10 +43,11 @@ class Rep3DConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         check_finite_fields(self)
         for name in STAGE_FIELDS:
-            values = list(getattr(self, name))
-            if not values or not all(_is_int(v) and v >= 1 for v in values):
+            values = getattr(self, name)
+            check_list("Rep3DConfig", name, values, int)
+            if not values or min(values) < 1:
                 raise ValueError(f"Rep3DConfig: `{name}` must be a non-empty list of integers >= 1, got {values}")
-            setattr(self, name, values)
+            setattr(self, name, list(values))
         lengths = {name: len(getattr(self, name)) for name in STAGE_FIELDS}
         if len(set(lengths.values())) > 1:
             raise ValueError(f"Rep3DConfig: {', '.join(STAGE_FIELDS)} must have one entry per stage, got {lengths}")
@@ -62,9 +59,7 @@ class Rep3DConfig(PreTrainedConfig):
         if self.mask_mode not in MASK_MODES:
             raise ValueError(f"Rep3DConfig: `mask_mode` must be one of {list(MASK_MODES)}, got {self.mask_mode!r}")
         for name in ("num_channels", "modulation_hidden_size", "mlp_ratio", "stem_stride", "decoder_hidden_size"):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise ValueError(f"Rep3DConfig: `{name}` must be an integer >= 1, got {value!r}")
+            check_count("Rep3DConfig", name, getattr(self, name), least=1)
         if self.dice_weight < 0:
             raise ValueError(f"Rep3DConfig: `dice_weight` must be >= 0, got {self.dice_weight}")
         super().__post_init__(**kwargs)

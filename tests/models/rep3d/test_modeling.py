@@ -113,6 +113,20 @@ def test_bad_config_names_the_field(overrides, message):
         Rep3DConfig(**TINY | overrides)
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"depths": 5}, r"`depths` must be a list \(\[5\] for one\), got 5 \(int\)"),
+        ({"hidden_sizes": [4, 8.0]}, r"`hidden_sizes\[1\]` must be an integer, got 8.0"),
+        ({"kernel_sizes": [5, True]}, r"`kernel_sizes\[1\]` must be an integer, got True"),
+    ],
+)
+def test_a_stage_list_of_another_type_is_refused_by_name(overrides, message):
+    """Issue 72: a scalar failed as "'int' object is not iterable"; 8.0 and True passed as sizes."""
+    with pytest.raises(TypeError, match="Rep3DConfig: " + message):
+        Rep3DConfig(**TINY | overrides)
+
+
 def test_a_volume_smaller_than_the_stride_product_is_refused():
     model = _model()  # stem stride 2, two stages: stride product 4
     with pytest.raises(ValueError, match=r"sides must be at least the encoder's stride product 4 .*got \(8, 3, 8\)"):

@@ -1,6 +1,7 @@
 """What one optimizer step costs on a real model shape: every hf-ext optimizer against torch's own, side by side.
 
     OMP_NUM_THREADS=1 python benchmarks/optimizer_step.py [--shapes smollm2 moe] [--dtypes fp32 bf16] [--seeds 0 1]
+        [--layers 4 --hidden 256] [--compiled]
 
 On a SmolLM2-135M-shaped Llama and a Mixtral-shaped MoE (random init, gradients given, the step alone): the
 median step time of each optimizer, measured interleaved with the others in one process (round-robin, so a
@@ -9,11 +10,15 @@ outside anchor (Scion: ``torch.optim.Muon`` with AdamW, at the same Newton-Schul
 a one-sided Shampoo-style step with the same inverse roots at equal storage; SPS, NGN and GradientSmoothing:
 AdamW), the optimizer state in bytes per parameter, and the step's peak memory above the model and its
 gradients (CUDA: the allocator's peak; CPU: not measured, the process's RSS cannot isolate one step).
-Over seeds (new weights and gradients), mean and spread of the per-seed medians. With ``--compiled``, each chosen
-optimizer's step is also timed under ``torch.compile`` (``<name>+compiled``, compilation in the warm-up round), as a
-ratio to its own eager step. The last line is JSON.
+Over seeds (new weights and gradients), mean and spread of the per-seed medians. ``--layers`` and ``--hidden`` scale
+both shapes down (heads of 64, the MLP as wide relative to ``hidden``) to a model a CPU compiles and steps in minutes.
+With ``--compiled``, each chosen optimizer's step is also timed under ``torch.compile`` (``<name>+compiled``,
+compilation in the warm-up round), as a ratio to its own eager step, with the graphs and frames dynamo compiled for
+it in the warm-up round and the frames it compiled again in the timed rounds (``recompiled_frames``: 0 when it
+compiles once). The last line is JSON.
 """
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -21,6 +26,7 @@ from collections.abc import Callable
 import torch
 from _harness import benchmark_parser, emit, save_json
 from torch import nn
+from torch._dynamo.utils import counters
 from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
 
 from hf_ext.models import SMOLLM2_135M_SHAPE
@@ -39,13 +45,40 @@ MOE_SHAPE = {
 }
 
 
-def build_model(shape: str, dtype: torch.dtype, seed: int, device: torch.device) -> nn.Module:
-    """The model of ``shape`` with random weights and random gradients (both drawn from ``seed``)."""
+# torch.compile keeps this many compiled versions of one function; every optimizer's step runs through torch.optim's
+# one step wrapper, which needs a version per optimizer compiled (and another for one stepped inside a wrapper).
+RECOMPILE_LIMIT = 64
+
+
+def scaled(shape: dict, layers: int | None, hidden: int | None) -> dict:
+    """``shape`` with ``layers`` blocks and width ``hidden`` (a multiple of 64), where given: heads of 64, about three
+    query heads per key-value head, and the MLP as wide relative to ``hidden`` as in ``shape``."""
+    shape = dict(shape)
+    if layers is not None:
+        shape["num_hidden_layers"] = layers
+    if hidden is not None:
+        heads = hidden // 64
+        ratio = shape["intermediate_size"] / shape["hidden_size"]
+        shape.update(hidden_size=hidden, intermediate_size=round(ratio * hidden), num_attention_heads=heads)
+        shape.update(num_key_value_heads=math.gcd(heads, max(1, heads // 3)), head_dim=64)
+    return shape
+
+
+def build_model(
+    shape: str,
+    dtype: torch.dtype,
+    seed: int,
+    device: torch.device,
+    layers: int | None = None,
+    hidden: int | None = None,
+) -> nn.Module:
+    """The model of ``shape`` (scaled by ``layers`` and ``hidden``, see :func:`scaled`) with random weights and random
+    gradients (both drawn from ``seed``)."""
     torch.manual_seed(seed)
     if shape == "smollm2":
-        model = LlamaForCausalLM(LlamaConfig(**SMOLLM2_135M_SHAPE))
+        model = LlamaForCausalLM(LlamaConfig(**scaled(SMOLLM2_135M_SHAPE, layers, hidden)))
     else:
-        model = MixtralForCausalLM(MixtralConfig(**MOE_SHAPE))
+        model = MixtralForCausalLM(MixtralConfig(**scaled(MOE_SHAPE, layers, hidden)))
     model = model.to(device=device, dtype=dtype)
     for param in model.parameters():
         param.grad = torch.randn_like(param) * 1e-3
@@ -126,9 +159,12 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(shape: str, dtype: torch.dtype, seed: int, names: list[str], repeats: int, device) -> dict[str, dict]:
-    """Per optimizer: the median step seconds over ``repeats`` interleaved rounds, state bytes, peak bytes."""
-    model = build_model(shape, dtype, seed, device)
+def measure(
+    shape: str, dtype: torch.dtype, seed: int, names: list[str], repeats: int, device, layers=None, hidden=None
+) -> dict[str, dict]:
+    """Per optimizer: the median step seconds over ``repeats`` interleaved rounds, state bytes, peak bytes; for a
+    compiled step, what dynamo compiled in the warm-up round and again in the timed ones."""
+    model = build_model(shape, dtype, seed, device, layers, hidden)
     snapshot = {name: p.detach().clone() for name, p in model.named_parameters()}
     n_params = sum(p.numel() for p in model.parameters())
     optimizers, steps, results = {}, {}, {}
@@ -137,17 +173,28 @@ def measure(shape: str, dtype: torch.dtype, seed: int, names: list[str], repeats
         optimizers[name] = OPTIMIZERS[base][0](model)
         steps[name] = torch.compile(optimizers[name].step) if compiled else optimizers[name].step
         results[name] = {"seconds": [], "peak_bytes": None}
+        if compiled:
+            results[name].update(graphs=0, compiled_frames=0, recompiled_frames=0)
     closure = _loss_closure()
     for round_index in range(repeats + 1):  # round 0 warms up (state allocation, first-step work, compilation)
         for name, step in steps.items():
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
                 base = torch.cuda.memory_allocated(device)
+            graphs, frames = counters["stats"]["unique_graphs"], counters["frames"]["total"]
             _synchronize(device)
             start = time.perf_counter()
-            step(closure)
+            with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):
+                step(closure)
             _synchronize(device)
             elapsed = time.perf_counter() - start
+            if "graphs" in results[name]:
+                compiled_now = counters["frames"]["total"] - frames
+                if round_index:
+                    results[name]["recompiled_frames"] += compiled_now
+                else:
+                    results[name]["graphs"] = counters["stats"]["unique_graphs"] - graphs
+                    results[name]["compiled_frames"] = compiled_now
             if round_index:
                 results[name]["seconds"].append(elapsed)
             if device.type == "cuda":
@@ -180,6 +227,9 @@ def summarize(per_seed: list[dict[str, dict]], names: list[str]) -> dict[str, di
             entry["ratio_to_anchor"] = _mean_spread(
                 [run[name]["median_s"] / run[anchor]["median_s"] for run in per_seed]
             )
+        for key in ("graphs", "compiled_frames", "recompiled_frames"):
+            if key in per_seed[0][name]:
+                entry[key] = [run[name][key] for run in per_seed]
         summary[name] = entry
     return summary
 
@@ -196,6 +246,13 @@ def _anchor(name: str) -> str:
     return base if compiled else OPTIMIZERS[base][1]
 
 
+def _line(name: str, result: dict) -> str:
+    """``name``'s median step, and for a compiled one its graphs and recompiled frames."""
+    if "graphs" not in result:
+        return f"{name} {result['median_s']:.3f}s"
+    return f"{name} {result['median_s']:.3f}s ({result['graphs']} graphs, {result['recompiled_frames']} recompiled)"
+
+
 def _mean_spread(values: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "min": min(values), "max": max(values)}
 
@@ -206,6 +263,8 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=list(DTYPES))
     parser.add_argument("--optimizers", nargs="+", default=list(OPTIMIZERS), choices=list(OPTIMIZERS))
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds per seed (default: %(default)s)")
+    parser.add_argument("--layers", type=int, help="blocks of both shapes (default: the shape's own)")
+    parser.add_argument("--hidden", type=int, help="width of both shapes, a multiple of 64 (default: the shape's own)")
     parser.add_argument(
         "--compiled",
         action="store_true",
@@ -213,6 +272,8 @@ def main() -> None:
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
+    if args.hidden is not None and (args.hidden < 64 or args.hidden % 64):
+        parser.error(f"--hidden must be a positive multiple of 64 (heads of 64), got {args.hidden}")
     names = list(dict.fromkeys(["adamw_foreach", *args.optimizers]))
     names += [OPTIMIZERS[n][1] for n in names if OPTIMIZERS[n][1] not in names]
     if args.compiled:
@@ -223,17 +284,21 @@ def main() -> None:
         for dtype_name in args.dtypes:
             per_seed = []
             for seed in args.seeds:
-                per_seed.append(measure(shape, DTYPES[dtype_name], seed, names, args.repeats, device))
-                print(
-                    f"{shape} {dtype_name} seed {seed}: "
-                    + ", ".join(f"{n} {per_seed[-1][n]['median_s']:.3f}s" for n in names),
-                    flush=True,
-                )
+                run = measure(shape, DTYPES[dtype_name], seed, names, args.repeats, device, args.layers, args.hidden)
+                per_seed.append(run)
+                print(f"{shape} {dtype_name} seed {seed}: " + ", ".join(_line(n, run[n]) for n in names), flush=True)
             results[f"{shape}/{dtype_name}"] = {
                 "parameters": per_seed[0]["_parameters"],
                 "optimizers": summarize(per_seed, names),
             }
-    payload = {"device": str(device), "threads": torch.get_num_threads(), "seeds": args.seeds, "results": results}
+    payload = {
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "seeds": args.seeds,
+        "layers": args.layers,
+        "hidden": args.hidden,
+        "results": results,
+    }
     save_json(args.output_dir, "optimizer_step", payload)
     emit(payload)
 

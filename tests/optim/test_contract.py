@@ -26,6 +26,7 @@ import pytest
 import torch
 from datasets import Dataset
 from torch import nn
+from torch._dynamo.utils import counters
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
 import hf_ext
@@ -100,7 +101,8 @@ class Entry:
     leaves state for every parameter it moved (False: it keeps none parameter-sized). ``bf16_writes`` and
     ``bf16_roundings``: ``m`` and ``k`` of the bfloat16 bound (``test_bfloat16_step_agrees_with_float32``),
     counted from the update; ``bf16_roundings=None`` where no bound from bf16 rounding is tighter than the step
-    itself, with ``bf16_reason``.
+    itself, with ``bf16_reason``. ``compiled``: ``torch.compile(optimizer.step)`` compiles it at the first step and
+    never again (``False``: runs it as Python, never traced; ``None``: not claimed, ``compile_reason`` says why).
     """
 
     build: Callable[[nn.Module], torch.optim.Optimizer]
@@ -112,6 +114,8 @@ class Entry:
     bf16_writes: int = 1
     bf16_roundings: int | None = 2
     bf16_reason: str = ""
+    compiled: bool | None = True
+    compile_reason: str = ""
 
 
 def _default_trainer(build, cls=Trainer):
@@ -179,6 +183,8 @@ REGISTRY: dict[type, Entry] = {
         trainer=_default_trainer(_muon),
         bf16_roundings=None,
         bf16_reason=NEWTON_SCHULZ,
+        compiled=None,
+        compile_reason="its torch.optim.Muon and AdamW make their state at the first step: the second compiles again",
     ),
     ShardedMuon: Entry(
         _sharded_muon, trainer=_default_trainer(_sharded_muon), bf16_roundings=None, bf16_reason=NEWTON_SCHULZ
@@ -189,7 +195,12 @@ REGISTRY: dict[type, Entry] = {
         _gradient_smoothing, trainer=_default_trainer(_gradient_smoothing), bf16_writes=3, bf16_roundings=7
     ),
     # One process: no gossip. k: SGD's momentum buffer, its product and sum.
-    DecentralizedSGD: Entry(_decentralized, trainer=_default_trainer(_decentralized)),
+    DecentralizedSGD: Entry(
+        _decentralized,
+        trainer=_default_trainer(_decentralized),
+        compiled=None,
+        compile_reason="torch's SGD with momentum, its base here, compiles again at its second step",
+    ),
     ZOOptimizer: Entry(
         _zo_optimizer,
         trainer=lambda model, args, dataset: ZOTrainer(
@@ -200,6 +211,7 @@ REGISTRY: dict[type, Entry] = {
         per_parameter_state=False,
         bf16_roundings=None,
         bf16_reason="its step is a difference of two losses, eps * g, far below their bf16 rounding (2^-8 of the loss)",
+        compiled=False,
     ),
 }
 # Exported base classes, checked through their subclasses.
@@ -260,6 +272,18 @@ def _steps(entry, model, optimizer, n, scheduler=None):
         optimizer.step(_closure(entry, model, optimizer, rows=slice(step % 2 * 8, step % 2 * 8 + 8)))
         if scheduler is not None:
             scheduler.step()
+
+
+def _given_loss(entry: Entry, model: nn.Module, optimizer: torch.optim.Optimizer, rows: slice):
+    """A closure returning the loss on ``rows``, the gradients computed already when ``entry.backward``: so that a
+    compiled ``step(closure)`` is the step alone, as a ``Trainer`` calls it (no forward and backward traced in it)."""
+    x, y = _data()
+    if not entry.backward:
+        return lambda: model(x[rows], y[rows])["loss"]
+    optimizer.zero_grad()
+    loss = model(x[rows], y[rows])["loss"]
+    loss.backward()
+    return lambda: loss.detach()
 
 
 def _snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -515,3 +539,35 @@ def test_bfloat16_step_agrees_with_float32(cls):
 
 if __name__ == "__main__":
     _resume_all(Path(sys.argv[1]))
+
+
+def test_compiled_side_by_side_each_step_compiles_once_and_steps_as_eager():
+    """``torch.compile(optimizer.step)`` of every optimizer, all in one process and stepped in turn (as a script with
+    several optimizers, or benchmarks/optimizer_step.py, compiles them): each is traced at its first step with no
+    frame given up to eager, is never compiled again, and moves its parameters as its eager twin. SymmetryCurvature's
+    step, with two or more param groups, was given up and compiled piece by piece."""
+    classes = [cls for cls, entry in REGISTRY.items() if entry.compiled is not None]
+    runs = {cls: [(model, REGISTRY[cls].build(model)) for model in (Tiny(), Tiny())] for cls in classes}
+    torch._dynamo.reset()
+    compiled = {cls: torch.compile(runs[cls][1][1].step, backend="aot_eager") for cls in classes}
+    first = {}
+    for k in range(3):
+        rows = slice(k % 2 * 8, k % 2 * 8 + 8)
+        for cls in classes:
+            (eager_model, eager), (model, optimizer) = runs[cls]
+            eager.step(_given_loss(REGISTRY[cls], eager_model, eager, rows))
+            closure = _given_loss(REGISTRY[cls], model, optimizer, rows)
+            frames, graphs = counters["frames"].copy(), counters["stats"]["unique_graphs"]
+            with torch._dynamo.config.patch(error_on_recompile=k > 0):  # a second compilation raises
+                compiled[cls](closure)
+            if k == 0:
+                traced = counters["frames"] - frames  # "total": frames dynamo started, "ok": those it compiled
+                first[cls] = (traced["total"] - traced["ok"], counters["stats"]["unique_graphs"] - graphs)
+    torch._dynamo.reset()
+    for cls in classes:
+        given_up, graphs = first[cls]
+        assert given_up == 0, f"{cls.__name__}: {given_up} frames given up to eager"
+        assert (graphs > 0) == REGISTRY[cls].compiled, f"{cls.__name__}: {graphs} graphs"
+        pairs = zip(runs[cls][0][0].named_parameters(), runs[cls][1][0].parameters(), strict=True)
+        for (name, eager), compiled_param in pairs:
+            torch.testing.assert_close(compiled_param, eager, rtol=1e-5, atol=1e-6, msg=f"{cls.__name__}: {name}")

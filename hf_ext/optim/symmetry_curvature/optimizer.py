@@ -256,32 +256,41 @@ class SymmetryCurvature(torch.optim.Optimizer):
         super().__setstate__(state)
         self._plan()
 
-    def _init_group(self) -> None:
-        """Each parameter's state at its first step: ``step`` (float32, on its device; every rank counts every
-        parameter's steps), and the momentum (shaped like the parameter), ``S`` and the mean of ``g^2`` of each of
-        its matrices, in :func:`statistics_dtype`, where this rank steps it (a diagonal ``S`` sharded like the
-        parameter; a whole matrix on its owner). First the plan again if ``param_groups`` hold other tensors than it
-        was made on: accelerate's FSDP2 ``prepare`` (the ``Trainer``'s path) puts the shards there after the optimizer
-        was built on the whole model, and owners assigned then would take each shard for a whole matrix.
+    def _init_group(
+        self, group: dict, index: int, params: list, steps: list, exp_avgs: list, moments: list, mean_squares: list
+    ) -> None:
+        """``group``'s parameters with a gradient and their state: ``step`` (float32, on its device; every rank counts
+        every parameter's steps), and the momentum (shaped like the parameter), ``S`` and the mean of ``g^2`` of each
+        of its matrices, in :func:`statistics_dtype`, where this rank steps it (a diagonal ``S`` sharded like the
+        parameter; a whole matrix on its owner; ``None`` elsewhere), each made at the parameter's first step.
 
-        As torch's optimizers do, in a method named so: ``torch.compile`` runs it as Python when it traces the step,
-        so that the compiled step finds the state in place and compiles once."""
-        if replaced(self, self._held):
+        As torch's optimizers do, in a method named so, handing the state over in lists: ``torch.compile`` runs it as
+        Python when it traces the step, and the step reads the state only from these lists (in ``self.state`` the
+        trace would not see what the call for a later group makes, and gave up the step of two or more groups).
+
+        The first group's call first makes the plan again if ``param_groups`` hold other tensors than it was made on:
+        accelerate's FSDP2 ``prepare`` (the ``Trainer``'s path) puts the shards there after the optimizer was built on
+        the whole model, and owners assigned then would take each shard for a whole matrix."""
+        if index == 0 and replaced(self, self._held):
             self._plan()
-        for group, entries in zip(self.param_groups, self._entries, strict=True):
-            for p, entry in zip(group["params"], entries, strict=True):
-                if p.grad is None or "step" in self.state[p]:
-                    continue
-                state = self.state[p]
+        for p, entry in zip(group["params"], self._entries[index], strict=True):
+            if p.grad is None:
+                continue
+            state = self.state[p]
+            if "step" not in state:
                 state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
                 dtype = statistics_dtype(p.dtype)
                 if entry.matrix is None:
-                    exp_avg, moment = torch.zeros_like(p, dtype=dtype), torch.zeros_like(p, dtype=dtype)
-                    self._init_statistics(state, exp_avg, moment, 1)
+                    zeros = (torch.zeros_like(p, dtype=dtype), torch.zeros_like(p, dtype=dtype))
+                    self._init_statistics(state, *zeros, 1)
                 elif self._exchange.owns(entry.matrix):
                     exp_avg = torch.zeros(p.shape, dtype=dtype, device=p.device)
                     moment = torch.zeros(entry.moment, dtype=dtype, device=p.device)
                     self._init_statistics(state, exp_avg, moment, entry.layout.num_matrices)
+            params.append(p)
+            steps.append(state["step"])
+            for values, name in ((exp_avgs, "exp_avg"), (moments, "moment"), (mean_squares, "mean_square")):
+                values.append(state.get(name))
 
     @staticmethod
     def _init_statistics(state: dict, exp_avg: torch.Tensor, moment: torch.Tensor, matrices: int) -> None:
@@ -297,16 +306,16 @@ class SymmetryCurvature(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         check_first_step(self)
-        self._init_group()
-        elementwise, matrices, steps = [], [], []
+        elementwise, matrices = [], []
         for index, group in enumerate(self.param_groups):
-            for p, entry in zip(group["params"], self._entries[index], strict=True):
-                if p.grad is not None:
-                    steps.append(self.state[p]["step"])
-                    (elementwise if entry.matrix is None else matrices).append(_Stepped(index, p, entry))
-        if not steps:
+            params, steps, exp_avgs, moments, mean_squares = [], [], [], [], []
+            self._init_group(group, index, params, steps, exp_avgs, moments, mean_squares)
+            entries = [e for p, e in zip(group["params"], self._entries[index], strict=True) if p.grad is not None]
+            for entry, *tensors in zip(entries, params, steps, exp_avgs, moments, mean_squares, strict=True):
+                (elementwise if entry.matrix is None else matrices).append(_Stepped(index, entry, *tensors))
+        if not elementwise and not matrices:
             return loss
-        torch._foreach_add_(steps, 1)
+        torch._foreach_add_([item.step for item in elementwise + matrices], 1)
         stepped = elementwise + matrices
         directions = self._elementwise_directions(elementwise) + self._matrix_directions(matrices)
         for index, group in enumerate(self.param_groups):
@@ -328,19 +337,20 @@ class SymmetryCurvature(torch.optim.Optimizer):
         means = torch._foreach_div(list(squares.unbind()), [float(p.numel()) for p in params])
         directions = [None] * len(stepped)
         for index, positions in _by_group(stepped).items():
-            group, states = self.param_groups[index], [self.state[stepped[k].param] for k in positions]
+            group, items = self.param_groups[index], [stepped[k] for k in positions]
             beta1, beta2 = group["betas"]
-            dtypes = [state["exp_avg"].dtype for state in states]
-            grads = [local(stepped[k].param.grad).to(dtype) for k, dtype in zip(positions, dtypes, strict=True)]
-            exp_avgs, moments = ([local(state[name]) for state in states] for name in ("exp_avg", "moment"))
+            dtypes = [item.exp_avg.dtype for item in items]
+            grads = [local(item.param.grad).to(dtype) for item, dtype in zip(items, dtypes, strict=True)]
+            exp_avgs, moments = [local(item.exp_avg) for item in items], [local(item.moment) for item in items]
+            mean_squares = [item.mean_square for item in items]
             torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
             torch._foreach_lerp_(moments, torch._foreach_mul(grads, grads), 1 - beta2)
             new_means = [means[k].to(dtype) for k, dtype in zip(positions, dtypes, strict=True)]
-            torch._foreach_lerp_([state["mean_square"] for state in states], new_means, 1 - beta2)
-            bias1, bias2 = _bias_corrections(states, group["betas"])
+            torch._foreach_lerp_(mean_squares, new_means, 1 - beta2)
+            bias1, bias2 = _bias_corrections([item.step for item in items], group["betas"])
             roots = torch._foreach_div(moments, bias2)
             torch._foreach_clamp_min_(roots, 0)
-            damping = torch._foreach_div([state["mean_square"] for state in states], bias2)
+            damping = torch._foreach_div(mean_squares, bias2)
             torch._foreach_mul_(damping, group["damping"])
             torch._foreach_add_(damping, [torch.finfo(dtype).tiny for dtype in dtypes])
             torch._foreach_add_(roots, damping)
@@ -384,18 +394,17 @@ class SymmetryCurvature(torch.optim.Optimizer):
         group, symmetry = self.param_groups[stepped[0].group], stepped[0].entry.symmetry
         beta1, beta2 = group["betas"]
         layouts = [item.entry.layout for item in stepped]
-        states = [self.state[item.param] for item in stepped]
         sizes = [layout.num_matrices for layout in layouts]
-        dtype = states[0]["moment"].dtype
+        dtype = stepped[0].moment.dtype
         g = torch.cat([layout.matrices(grad).to(dtype) for layout, grad in zip(layouts, grads, strict=True)])
-        exp_avgs = [layout.matrices(state["exp_avg"]) for layout, state in zip(layouts, states, strict=True)]
-        moments, mean_squares = ([state[name] for state in states] for name in ("moment", "mean_square"))
+        exp_avgs = [layout.matrices(item.exp_avg) for layout, item in zip(layouts, stepped, strict=True)]
+        moments, mean_squares = [item.moment for item in stepped], [item.mean_square for item in stepped]
         torch._foreach_lerp_(exp_avgs, list(g.split(sizes)), 1 - beta1)
         torch._foreach_lerp_(moments, list(symmetry.second_moment(g).split(sizes)), 1 - beta2)
         torch._foreach_lerp_(mean_squares, list(g.square().mean((-2, -1)).split(sizes)), 1 - beta2)
         bias1, bias2 = (
             torch.cat([c.to(dtype).expand(n) for c, n in zip(bias, sizes, strict=True)])
-            for bias in _bias_corrections(states, group["betas"])
+            for bias in _bias_corrections([item.step for item in stepped], group["betas"])
         )
         damping = group["damping"] * torch.cat(mean_squares) / bias2 + torch.finfo(dtype).tiny  # one per matrix
         moment = torch.cat(moments) / _per_matrix(bias2, moments[0].dim())
@@ -439,11 +448,16 @@ class _Entry:
 
 @dataclass(frozen=True)
 class _Stepped:
-    """A parameter with a gradient this step: its group's index, the parameter, and its :class:`_Entry`."""
+    """A parameter with a gradient this step: its group's index, its :class:`_Entry`, the parameter and its state
+    (:meth:`SymmetryCurvature._init_group`; the statistics ``None`` where another rank keeps them)."""
 
     group: int
-    param: torch.Tensor
     entry: _Entry
+    param: torch.Tensor
+    step: torch.Tensor
+    exp_avg: torch.Tensor | None
+    moment: torch.Tensor | None
+    mean_square: torch.Tensor | None
 
 
 def _by_group(stepped: list[_Stepped]) -> dict[int, list[int]]:
@@ -454,10 +468,10 @@ def _by_group(stepped: list[_Stepped]) -> dict[int, list[int]]:
     return positions
 
 
-def _bias_corrections(states: list[dict], betas: tuple[float, float]) -> tuple[list, list]:
-    """Adam's ``1 - beta^step`` for each state's ``step`` and each beta (float64 0-d tensors)."""
-    steps = torch.stack([state["step"] for state in states]).double()
-    return tuple(list((1 - beta**steps).unbind()) for beta in betas)
+def _bias_corrections(steps: list[torch.Tensor], betas: tuple[float, float]) -> tuple[list, list]:
+    """Adam's ``1 - beta^step`` for each of the ``steps`` and each beta (float64 0-d tensors)."""
+    stacked = torch.stack(steps).double()
+    return tuple(list((1 - beta**stacked).unbind()) for beta in betas)
 
 
 def _chunks(positions: list[int], sizes: list[int]) -> list[list[int]]:

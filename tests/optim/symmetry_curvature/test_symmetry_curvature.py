@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 from torch import nn
+from torch._dynamo.utils import counters
 from transformers import BertConfig, BertForSequenceClassification, LlamaConfig, LlamaForCausalLM
 from transformers.pytorch_utils import Conv1D
 
@@ -371,6 +372,21 @@ def test_torch_compile_compiles_the_step_once_and_matches_eager(compiled_and_eag
     eager, compiled = compiled_and_eager(lambda: _small_net_and_closure(lr=torch.tensor(0.01)))
     for a, b in zip(eager, compiled, strict=True):
         torch.testing.assert_close(b, a)
+
+
+def test_a_compiled_step_of_two_groups_is_traced_whole():
+    """The step reads the state from ``_init_group``'s lists: from ``self.state``, the trace missed what the call for
+    the second group made, gave the step up and compiled it piece by piece (56 frames here)."""
+    weights = [nn.Parameter(_randn(8, 8, seed=seed)) for seed in (1, 2)]
+    optimizer = SymmetryCurvature([{"params": [weights[0]]}, {"params": [weights[1]]}], lr=0.01)
+    for seed, weight in enumerate(weights):
+        weight.grad = _randn(8, 8, seed=seed + 3)
+    torch._dynamo.reset()
+    frames = counters["frames"].copy()
+    torch.compile(optimizer.step, backend="aot_eager")()
+    torch._dynamo.reset()
+    traced = counters["frames"] - frames
+    assert traced["total"] == traced["ok"] == 1  # torch.optim's step wrapper, with the step inlined
 
 
 def test_a_step_reads_nothing_from_the_device(host_reads):

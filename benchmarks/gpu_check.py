@@ -28,6 +28,18 @@ STEPS = (
     ("token_logprobs_memory", ["benchmarks/token_logprobs_memory.py", "--repeats", "1"]),
     ("zo_step", ["benchmarks/zo_bf16_step.py"]),
     ("model_speed", ["benchmarks/model_speed.py"]),
+    # Every optimizer's step at 135M parameters (dense and MoE, fp32 and bf16) against torch's AdamW and its anchor.
+    ("optimizer_step", ["benchmarks/optimizer_step.py", "--seeds", "0", "1"]),
+    # Compiled against eager on a 4-layer SmolLM2: at 135M, compiling Scion's and SymmetryCurvature's steps took
+    # longer than a step's timeout on a CPU.
+    (
+        "optimizer_step_compiled",
+        [
+            "benchmarks/optimizer_step.py",
+            *("--shapes", "smollm2", "--dtypes", "fp32", "--layers", "4", "--hidden", "256", "--compiled"),
+            *("--optimizers", "sps", "ngn", "gradient_smoothing", "scion", "symmetry_curvature", "--seeds", "0", "1"),
+        ],
+    ),
 )
 # What the steps import beyond torch and Triton: `pip install --no-deps -e .` installs none of it.
 NEEDED_MODULES = ("transformers", "accelerate", "datasets", "peft", "matplotlib", "pytest")

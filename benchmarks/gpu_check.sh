@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check in one go, for a CUDA machine: the kernel tests on CUDA (no interpreter), each
 # kernel's speed against eager torch and Liger-Kernel, the token log-prob memory, AGZO and MeZO
-# bf16 training steps, GradientSmoothing's step time and the packed 1-bit model's forward.
+# bf16 training steps, GradientSmoothing's step time, the packed 1-bit model's forward, and every optimizer's
+# step against torch's own (eager at 135M; compiled at 4 layers).
 # Writes one JSON file of all results (default outputs/gpu_check.json; set GPU_CHECK_OUTPUT to change it).
 #
 # On a machine whose torch (with CUDA) and Triton are already installed:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+from ._checks import check_count
+
 logger = logging.getLogger(__name__)
 
 
@@ -62,8 +64,7 @@ class RestartingProcessPool(cf.Executor):
     """
 
     def __init__(self, max_workers: int, initializer: Callable | None = None, initargs: tuple = ()):
-        if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 1:
-            raise ValueError(f"RestartingProcessPool: `max_workers` must be an integer >= 1, got {max_workers!r}")
+        check_count("RestartingProcessPool", "max_workers", max_workers, least=1)
         self._arguments = {"max_workers": max_workers, "initializer": initializer, "initargs": initargs}
         self._pool = cf.ProcessPoolExecutor(**self._arguments)
         self.restarts = 0
@@ -135,8 +136,7 @@ def check_executor(executor: cf.Executor | None, owner: str) -> cf.Executor:
 
 def local_executor(workers: int, initializer: Callable | None = None, initargs: tuple = ()) -> cf.Executor:
     """``workers`` local processes (a :class:`RestartingProcessPool`), or this process for ``workers=1``."""
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise ValueError(f"local_executor: `workers` must be an integer >= 1, got {workers!r}")
+    check_count("local_executor", "workers", workers, least=1)
     return InProcessExecutor() if workers == 1 else RestartingProcessPool(workers, initializer, initargs)
 
 

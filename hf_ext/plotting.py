@@ -114,6 +114,15 @@ def _save(figure: Figure, path: str | Path) -> Figure:
     return figure
 
 
+def _save_step_axes(figure: Figure, ax, title: str, ylabel: str, path: str | Path) -> Figure:
+    """Finish one panel of curves over training steps (integer step axis, labels, title, legend) and save it."""
+    _integer_steps(ax)
+    _label(ax, "step", ylabel)
+    ax.set_title(title)
+    ax.legend()
+    return _save(figure, path)
+
+
 def plot_curves(
     curves: Mapping[str, Sequence[tuple[int, float]]],
     path: str | Path,
@@ -129,11 +138,7 @@ def plot_curves(
         if points:
             steps, values = zip(*points, strict=True)
             ax.plot(steps, values, label=_shown(name, names), marker="." if len(points) < 30 else None)
-    _integer_steps(ax)
-    _label(ax, "step", ylabel)
-    ax.set_title(title)
-    ax.legend()
-    return _save(figure, path)
+    return _save_step_axes(figure, ax, title, ylabel, path)
 
 
 def plot_seed_curves(
@@ -153,11 +158,7 @@ def plot_seed_curves(
         if any([step for step, _ in run] != steps for run in runs):
             raise ValueError(f"plot_seed_curves: the runs of {name!r} must be logged at the same steps")
         _mean_band(ax, steps, [[value for _, value in run] for run in runs], _shown(name, names))
-    _integer_steps(ax)
-    _label(ax, "step", ylabel)
-    ax.set_title(title)
-    ax.legend()
-    return _save(figure, path)
+    return _save_step_axes(figure, ax, title, ylabel, path)
 
 
 def plot_grouped_bars(

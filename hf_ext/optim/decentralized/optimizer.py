@@ -21,7 +21,7 @@ from torch import nn
 from torch.distributed.tensor import DTensor
 
 from ..._validation import check_finite_number
-from ..shared.first_step import check_first_step
+from ..shared.first_step import begin_step
 from ..shared.wrapper import OptimizerWrapper
 from .gossip import GossipCommunicator
 from .topology import Topology
@@ -130,11 +130,8 @@ class DecentralizedSGD(OptimizerWrapper):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        check_first_step(self)
+        with torch.enable_grad():
+            loss = begin_step(self, closure)
         if self.order == "cta":
             self.gossip()
         self.base_optimizer.step()

@@ -41,7 +41,7 @@ from hf_ext.kernels import depth_smooth
 
 from ..._sharded import local, sharding
 from ..._validation import check_count, check_finite_number
-from ..shared.first_step import check_first_step
+from ..shared.first_step import begin_step
 from ..shared.held import held_tensors, replaced
 from ..shared.wrapper import OptimizerWrapper
 
@@ -353,11 +353,8 @@ class GradientSmoothing(OptimizerWrapper):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        check_first_step(self)
+        with torch.enable_grad():
+            loss = begin_step(self, closure)
         # accelerate's FSDP2 `prepare` (the Trainer's path) shards the blocks after this wrapper was built on the whole
         # model: buffers made then would smooth the old tensors, which no gradient reaches (the base alone, silently).
         if replaced(self, self._held):

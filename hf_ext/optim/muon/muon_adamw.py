@@ -12,7 +12,7 @@ import torch
 
 from ..._validation import check_finite_number
 from ...models.layout import model_layout
-from ..shared.first_step import check_first_step
+from ..shared.first_step import begin_step
 from .sharded import ShardedMuon
 
 
@@ -100,11 +100,8 @@ class MuonWithAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        check_first_step(self)
+        with torch.enable_grad():
+            loss = begin_step(self, closure)
         for optimizer in self.optimizers:
             optimizer.step()
         return loss

@@ -26,7 +26,7 @@ from torch.optim._muon import _adjust_lr
 from ..._sharded import local
 from ..._validation import check_count, check_field_type, check_finite, check_finite_number
 from ..shared.batching import apply_batched, scale_
-from ..shared.first_step import check_first_step
+from ..shared.first_step import begin_step
 from ..shared.newton_schulz import newton_schulz
 from ..shared.sharding import OwnerExchange
 
@@ -104,11 +104,8 @@ class ShardedMuon(torch.optim.Muon):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        check_first_step(self)
+        with torch.enable_grad():
+            loss = begin_step(self, closure)
         params = [p for group in self.param_groups for p in group["params"]]
         position = {id(p): index for index, p in enumerate(params)}
         stepped, updates = [], []

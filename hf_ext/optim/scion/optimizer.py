@@ -41,7 +41,7 @@ from ..._sharded import local, shard_group, sharding
 from ..._validation import check_field_type, check_finite, check_finite_gradients, check_finite_number
 from ...models.layout import ParamLayout, model_layout
 from ..shared.batching import apply_batched, scale_
-from ..shared.first_step import check_first_step
+from ..shared.first_step import begin_step
 from ..shared.newton_schulz import QUINTIC, newton_schulz
 from ..shared.sharding import OwnerExchange
 
@@ -305,11 +305,8 @@ class Scion(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        check_first_step(self)
+        with torch.enable_grad():
+            loss = begin_step(self, closure)
         check_finite_gradients("Scion", self.param_groups, shard_group(self._params(), "Scion"))  # the one host sync
         stepped = []
         for group in self.param_groups:

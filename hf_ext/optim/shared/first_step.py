@@ -24,3 +24,14 @@ def check_first_step(optimizer: torch.optim.Optimizer) -> None:
             "then build the optimizer on it (otherwise, build it on the model whose loss you backpropagate)."
         )
     optimizer._first_step_checked = True
+
+
+def begin_step(optimizer: torch.optim.Optimizer, closure) -> torch.Tensor | None:
+    """The loss of ``closure`` (``None`` without one), then :func:`check_first_step`: how every step of hf_ext begins.
+
+    Call it as ``with torch.enable_grad(): loss = begin_step(self, closure)``, the grad mode named in the step itself:
+    ``torch.compile`` of a step whose code names no ``torch`` module (a wrapper's, which only calls methods) gives up
+    tracing it as one frame after torch's step wrapper breaks the graph, and compiles each call it makes apart."""
+    loss = closure() if closure is not None else None
+    check_first_step(optimizer)
+    return loss

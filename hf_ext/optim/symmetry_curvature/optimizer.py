@@ -59,7 +59,7 @@ from torch import nn
 from ..._sharded import local, shard_group, squared_norm_parts, sum_across
 from ..._validation import check_finite, check_finite_number
 from ...models.layout import ParamLayout, model_layout
-from ..shared.first_step import check_first_step
+from ..shared.first_step import begin_step
 from ..shared.held import held_tensors, replaced
 from ..shared.sharding import OwnerExchange
 from ..shared.state import restore_state
@@ -301,11 +301,8 @@ class SymmetryCurvature(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        check_first_step(self)
+        with torch.enable_grad():
+            loss = begin_step(self, closure)
         elementwise, matrices = [], []
         for index, group in enumerate(self.param_groups):
             params, steps, exp_avgs, moments, mean_squares = [], [], [], [], []

@@ -38,6 +38,7 @@ from hf_ext._validation import check_finite_fields
 from hf_ext.data import volume_segmentation
 from hf_ext.data.volumes import class_names
 from hf_ext.models.rep3d import DiceMetrics, Rep3DConfig, Rep3DForSegmentation, argmax_logits
+from hf_ext.models.rep3d.conv import check_kernel_size
 from hf_ext.recipes._plotting import plot_bands, plot_label_slices
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
@@ -76,8 +77,7 @@ class Rep3DArguments:
             raise ValueError(f"`lr_multipliers` must be a non-empty list of numbers > 0, got {self.lr_multipliers}")
         if not self.seeds:
             raise ValueError("`seeds` must list at least one seed")
-        if self.small_kernel_size < 1 or self.small_kernel_size % 2 == 0:
-            raise ValueError(f"`small_kernel_size` must be an odd integer >= 1, got {self.small_kernel_size}")
+        check_kernel_size(type(self).__name__, "small_kernel_size", self.small_kernel_size)
         for name in ("num_train", "num_validation"):
             if getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)}")

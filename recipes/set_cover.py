@@ -37,10 +37,12 @@ from trl import TrlParser
 from hf_ext._validation import check_finite_fields
 from hf_ext.companion.combinatorial.set_cover import (
     COST_REGIMES,
+    GenerativeNeighbourhood,
     LNSConfig,
     cost_regime_instance,
     load_denoiser,
 )
+from hf_ext.companion.combinatorial.set_cover.diffusion import check_steps
 from hf_ext.companion.evaluation.combinatorial.set_cover import (
     LNS_METHODS,
     METHODS,
@@ -53,7 +55,7 @@ from hf_ext.recipes._jobs import check_job_settings, on_main_process, stored_or_
 from hf_ext.recipes._plotting import plot_log_sweeps
 from hf_ext.recipes._results import write_results, write_rows
 from hf_ext.recipes._script import run_as_script
-from hf_ext.recipes._settings import run_config, set_per_run, settings_parser, shared_settings
+from hf_ext.recipes._settings import estimator_field, run_config, set_per_run, settings_parser, shared_settings
 
 GAP_FLOOR = 1e-4  # a gap of 0 (the best run) is drawn at this floor on the log axis
 # Arguments that choose which instances are run or where they go, not what an instance's runs compute: they may
@@ -76,7 +78,7 @@ class SetCoverArguments:
         metadata={"help": "Wall-clock budgets, s: every method runs for the largest, and is scored at each."},
     )
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "Instance and search seeds."})
-    glns_steps: int = field(default=10, metadata={"help": "GLNS: denoiser calls per neighbourhood (2..10)."})
+    glns_steps: int = estimator_field(GenerativeNeighbourhood, "steps")
     denoiser: str = field(
         default="", metadata={"help": "GLNS's checkpoint (hf-ext run set_cover_denoiser); empty: the cached default."}
     )
@@ -93,8 +95,7 @@ class SetCoverArguments:
             raise ValueError(f"SetCoverArguments: `time_limits` must be seconds > 0, got {self.time_limits}")
         if not self.beasley_rows_per_column > 0:
             raise ValueError("SetCoverArguments: `beasley_rows_per_column` must be > 0")
-        if not 2 <= self.glns_steps <= 10:
-            raise ValueError(f"SetCoverArguments: `glns_steps` must be an integer in 2..10, got {self.glns_steps}")
+        check_steps("SetCoverArguments", "glns_steps", self.glns_steps)  # before any instance is generated
 
 
 @dataclass

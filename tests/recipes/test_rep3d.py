@@ -54,8 +54,11 @@ def test_what_the_recipe_sets_for_each_run_is_not_a_training_setting(tmp_path):
     [
         ({"variants": ["rep3d", "big"]}, "`variants` must be a non-empty subset of"),
         ({"lr_multipliers": [1.0, 0.0]}, "`lr_multipliers` must be a non-empty list of numbers > 0"),
-        ({"small_kernel_size": 4}, "`small_kernel_size` must be an odd integer >= 1, got 4"),
-        ({"kernel_sizes": [13, 7, 6, 3]}, r"Rep3DConfig: `kernel_sizes` must be odd"),
+        (
+            {"small_kernel_size": 4},
+            r"^Rep3DArguments: `small_kernel_size` must be an odd integer >= 1 \(padding k // 2",
+        ),
+        ({"kernel_sizes": [13, 7, 6, 3]}, r"Rep3DConfig: `kernel_sizes\[2\]` must be an odd integer >= 1"),
         ({"seeds": []}, "`seeds` must list at least one seed"),
     ],
 )

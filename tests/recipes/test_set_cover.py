@@ -1,4 +1,6 @@
 import csv
+import dataclasses
+import inspect
 import json
 import re
 
@@ -8,7 +10,7 @@ import pytest
 from hf_ext import cli
 from hf_ext._random import seeded_global_rng
 from hf_ext._settings import SettingsMismatchError
-from hf_ext.companion.combinatorial.set_cover import ColumnDenoiser, LNSConfig, save_denoiser
+from hf_ext.companion.combinatorial.set_cover import ColumnDenoiser, GenerativeNeighbourhood, LNSConfig, save_denoiser
 from hf_ext.companion.combinatorial.set_cover.training import DenoiserTrainingConfig
 from hf_ext.recipes import shipped_config
 from hf_ext.recipes._jobs import check_job_settings
@@ -59,6 +61,16 @@ def test_quick_run_writes_csv_json_png_and_scores_every_method(tmp_path, capfd):
 def test_refuses_bad_settings(fields, message):
     with pytest.raises(ValueError, match=message):
         SetCoverArguments(**fields)
+
+
+def test_glns_steps_is_glns_own_setting_declared_and_checked_there():
+    """Issue 74: the recipe declared ``glns_steps`` (its default and help) and checked 2..10 beside GLNS's own
+    ``STEPS``; it composes GenerativeNeighbourhood's ``steps`` now, refused by GLNS's check before any run."""
+    declared = {field.name: field for field in dataclasses.fields(SetCoverArguments)}["glns_steps"]
+    assert declared.default == inspect.signature(GenerativeNeighbourhood).parameters["steps"].default
+    assert declared.metadata["help"] in inspect.getdoc(GenerativeNeighbourhood)
+    with pytest.raises(ValueError, match=r"^SetCoverArguments: `glns_steps` must be an integer in 2..10, got 11$"):
+        SetCoverArguments(glns_steps=11)
 
 
 def test_the_lns_settings_are_lns_configs_own_checked_by_it():

@@ -6,7 +6,7 @@ from transformers import PreTrainedConfig
 
 from hf_ext._validation import check_count, check_finite_fields, check_list
 
-from .conv import MASK_MODES
+from .conv import MASK_MODES, check_kernel_size
 
 STAGE_FIELDS = ("hidden_sizes", "depths", "kernel_sizes")
 
@@ -51,11 +51,8 @@ class Rep3DConfig(PreTrainedConfig):
         lengths = {name: len(getattr(self, name)) for name in STAGE_FIELDS}
         if len(set(lengths.values())) > 1:
             raise ValueError(f"Rep3DConfig: {', '.join(STAGE_FIELDS)} must have one entry per stage, got {lengths}")
-        even = [k for k in self.kernel_sizes if k % 2 == 0]
-        if even:
-            raise ValueError(
-                f"Rep3DConfig: `kernel_sizes` must be odd (padding k // 2 keeps the shape), got {self.kernel_sizes}"
-            )
+        for index, kernel_size in enumerate(self.kernel_sizes):
+            check_kernel_size("Rep3DConfig", f"kernel_sizes[{index}]", kernel_size)
         if self.mask_mode not in MASK_MODES:
             raise ValueError(f"Rep3DConfig: `mask_mode` must be one of {list(MASK_MODES)}, got {self.mask_mode!r}")
         for name in ("num_channels", "modulation_hidden_size", "mlp_ratio", "stem_stride", "decoder_hidden_size"):

@@ -53,9 +53,18 @@ class ModulationNet(nn.Module):
         return self.out(F.gelu(self.hidden(prior[None, None])))[0].unsqueeze(1)
 
 
-def _check_positive_int(name: str, value, allowed: str = "an integer >= 1") -> None:
+def _check_positive_int(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"Rep3DConv: `{name}` must be {allowed}, got {value!r}")
+        raise ValueError(f"Rep3DConv: `{name}` must be an integer >= 1, got {value!r}")
+
+
+def check_kernel_size(owner: str, name: str, kernel_size) -> None:
+    """Refuse, naming ``owner``'s ``name``, a kernel size that is not an odd integer >= 1: padding k // 2 keeps a
+    volume's shape only for an odd k. Rep3D's one check of a kernel size, wherever it is set."""
+    if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
+        raise ValueError(
+            f"{owner}: `{name}` must be an odd integer >= 1 (padding k // 2 keeps the shape), got {kernel_size!r}"
+        )
 
 
 class Rep3DConv(nn.Module):
@@ -76,12 +85,7 @@ class Rep3DConv(nn.Module):
         super().__init__()
         _check_positive_int("channels", channels)
         check_finite("Rep3DConv", "kernel_size", kernel_size)
-        _check_positive_int("kernel_size", kernel_size, "an odd integer >= 1 (padding k // 2 keeps the shape)")
-        if kernel_size % 2 == 0:
-            raise ValueError(
-                f"Rep3DConv: `kernel_size` must be an odd integer >= 1 (padding k // 2 keeps the shape), "
-                f"got {kernel_size}"
-            )
+        check_kernel_size("Rep3DConv", "kernel_size", kernel_size)
         if mask not in MASK_MODES:
             raise ValueError(f"Rep3DConv: `mask` must be one of {list(MASK_MODES)}, got {mask!r}")
         _check_positive_int("modulation_hidden_size", modulation_hidden_size)

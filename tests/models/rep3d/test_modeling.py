@@ -98,7 +98,10 @@ def test_one_training_step_moves_the_modulation_net():
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"kernel_sizes": [5, 4]}, r"`kernel_sizes` must be odd \(padding k // 2 keeps the shape\), got \[5, 4\]"),
+        (
+            {"kernel_sizes": [5, 4]},
+            r"`kernel_sizes\[1\]` must be an odd integer >= 1 \(padding k // 2 keeps the shape\), got 4",
+        ),
         ({"mask_mode": "soft"}, r"`mask_mode` must be one of \['learned', 'prior', 'none'\], got 'soft'"),
         ({"depths": [1]}, "hidden_sizes, depths, kernel_sizes must have one entry per stage"),
         ({"hidden_sizes": [4, 0]}, "`hidden_sizes` must be a non-empty list of integers >= 1"),

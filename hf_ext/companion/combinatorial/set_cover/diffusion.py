@@ -21,6 +21,12 @@ from .neighbourhood import grow_in_region, local_neighbourhood
 STEPS = 10  # denoising steps; the uniform-noise schedule keeps a bit with probability 1 - t / STEPS
 
 
+def check_steps(owner: str, name: str, steps) -> None:
+    """Refuse, naming ``owner``'s ``name``, a number of denoiser calls per trajectory outside 2..STEPS (from pure
+    noise to a prediction, at most one call per noise level): GLNS's one check of it, wherever it is set."""
+    check_count(owner, name, steps, 2, STEPS)
+
+
 @dataclass
 class Region:
     """A local subgraph: columns ``columns`` of the instance, the rows they touch, and their features."""
@@ -106,8 +112,7 @@ def posterior(p_x0: torch.Tensor, bits: torch.Tensor, t: int, s: int) -> torch.T
 def trajectory(model: ColumnDenoiser, region: Region, generator: torch.Generator, steps: int = STEPS) -> np.ndarray:
     """The predicted p(x_0 = 1) of every region column at each of ``steps`` denoising steps (evenly spaced from
     STEPS down to 1), from pure noise; between them x_s is drawn from the exact posterior."""
-    if not 2 <= steps <= STEPS:
-        raise ValueError(f"trajectory: `steps` must be an integer in 2..{STEPS}, got {steps}")
+    check_steps("trajectory", "steps", steps)
     times = np.unique(np.round(np.linspace(STEPS, 1, steps)).astype(int))[::-1].tolist() + [0]
     bits = (torch.rand(len(region.columns), generator=generator) < 0.5).float()
     predictions = []
@@ -120,11 +125,23 @@ def trajectory(model: ColumnDenoiser, region: Region, generator: torch.Generator
 
 class GenerativeNeighbourhood:
     """GLNS's policy: a region ``region_factor`` times the bound around the incumbent, denoised in ``steps`` model
-    calls; the neighbourhood grows, connected, from the region's most unstable column."""
+    calls; the neighbourhood grows, connected, from the region's most unstable column.
+
+    Parameters
+    ----------
+    model : ColumnDenoiser
+        The trained denoiser (``default_denoiser()`` or ``load_denoiser(path)``).
+    region_factor : int, default=2
+        The region's size in neighbourhood sizes (>= 1).
+    steps : int, default=10
+        Denoiser calls per neighbourhood (2..10), evenly spaced over the noise levels.
+    seed : int, default=0
+        Seeds the denoising trajectories.
+    """
 
     def __init__(self, model: ColumnDenoiser, region_factor: int = 2, steps: int = STEPS, seed: int = 0):
         check_count("GenerativeNeighbourhood", "region_factor", region_factor, 1)
-        check_count("GenerativeNeighbourhood", "steps", steps, 2, STEPS)
+        check_steps("GenerativeNeighbourhood", "steps", steps)
         check_field_type("GenerativeNeighbourhood", "seed", seed, int)
         self.model, self.region_factor, self.steps = model.eval(), region_factor, steps
         self.generator = torch.Generator().manual_seed(seed)

@@ -118,8 +118,7 @@ class CocoConfig:
         if cap is not None:
             for method in OURS.keys() & set(self.methods):
                 ESConfig(**OURS[method], max_reevaluations=cap)  # each method's own limits on the cap, before any run
-        if not isinstance(self.workers, int) or self.workers < 1:
-            raise ValueError(f"{owner}: `workers` must be an integer >= 1, got {self.workers!r}")
+        check_count(owner, "workers", self.workers, least=1)
 
 
 def run_key(record: dict) -> tuple:

@@ -51,6 +51,19 @@ class Budgeted:
             self.xbest, self.fbest, self.evals_best = x, value, self.evaluations
         return value
 
+    def result(self, iterations: int, xfavorite, stds) -> ESResult:
+        """An outside optimizer's :class:`ESResult`: the best point and the evaluations counted here, with the
+        iterations, recommendation and sampling spread that only the optimizer knows."""
+        return ESResult(
+            xbest=self.xbest,
+            fbest=self.fbest,
+            evals_best=self.evals_best,
+            evaluations=self.evaluations,
+            iterations=iterations,
+            xfavorite=np.asarray(xfavorite, dtype=float),
+            stds=np.asarray(stds, dtype=float),
+        )
+
 
 def solve(
     method: str,
@@ -123,15 +136,7 @@ def _restarted_pycma(function: Budgeted, x0, sigma0, lower, upper, rng, noise_ha
             x0 = rng.uniform(lower, upper, size=x0.size) if math.isfinite(upper - lower) else x0
     except BudgetExhausted:
         pass
-    return ESResult(
-        xbest=function.xbest,
-        fbest=function.fbest,
-        evals_best=function.evals_best,
-        evaluations=function.evaluations,
-        iterations=iterations,
-        xfavorite=np.asarray(xfavorite, dtype=float),
-        stds=np.asarray(stds, dtype=float),
-    )
+    return function.result(iterations, xfavorite, stds)
 
 
 def _nevergrad(function: Budgeted, x0, name: str, sigma0, lower, upper, seed: int) -> ESResult:
@@ -153,15 +158,7 @@ def _nevergrad(function: Budgeted, x0, name: str, sigma0, lower, upper, seed: in
             optimizer.tell(candidate, function(candidate.value))
     except BudgetExhausted:
         pass
-    return ESResult(
-        xbest=function.xbest,
-        fbest=function.fbest,
-        evals_best=function.evals_best,
-        evaluations=function.evaluations,
-        iterations=optimizer.num_tell,
-        xfavorite=np.asarray(optimizer.provide_recommendation().value, dtype=float),
-        stds=np.full(x0.size, np.nan),
-    )
+    return function.result(optimizer.num_tell, optimizer.provide_recommendation().value, np.full(x0.size, np.nan))
 
 
 def _worst_for_nan(values) -> list[float]:

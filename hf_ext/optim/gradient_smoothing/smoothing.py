@@ -144,6 +144,17 @@ def _first_difference(blocks: Sequence[nn.Module]) -> tuple[int, str] | None:
     return None
 
 
+def _submodule(model: nn.Module, name: str) -> nn.Module:
+    """``model``'s submodule ``name`` for ``blocks``: torch's message names the missing attribute, not the argument."""
+    try:
+        return model.get_submodule(name)
+    except AttributeError as error:
+        raise ValueError(
+            f"GradientSmoothing: `blocks` names no submodule of {type(model).__name__} ({error}); pass the name of "
+            "the nn.ModuleList of blocks (e.g. 'model.layers'), the blocks themselves, or None to find them"
+        ) from None
+
+
 def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList]:
     """The longest ``nn.ModuleList`` of alike blocks (e.g. ``model.model.layers``): one class, and the parameters
     they share of one shape each."""
@@ -302,7 +313,7 @@ class GradientSmoothing(OptimizerWrapper):
         if blocks is None:
             _, blocks = find_blocks(model)
         elif isinstance(blocks, str):
-            blocks = model.get_submodule(blocks)
+            blocks = _submodule(model, blocks)
         elif not isinstance(blocks, Iterable):
             raise TypeError(
                 f"GradientSmoothing: `blocks` must be a submodule's name, a sequence of modules or None, got {blocks!r}"

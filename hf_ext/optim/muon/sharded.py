@@ -64,6 +64,8 @@ class ShardedMuon(torch.optim.Muon):
         for name, value in (("lr", lr), ("weight_decay", weight_decay), ("eps", eps)):
             if not value >= 0:  # torch's own message names neither the optimizer nor the argument
                 raise ValueError(f"ShardedMuon: `{name}` must be >= 0, got {value}")
+        if not 0 <= momentum < 1:  # torch.optim.Muon refuses only a negative one: 1.5 grows the buffer each step
+            raise ValueError(f"ShardedMuon: `momentum` must be in [0, 1), got {momentum}")
         if adjust_lr_fn not in ADJUST_LR_FNS:
             raise ValueError(f"ShardedMuon: `adjust_lr_fn` must be one of {list(ADJUST_LR_FNS)}, got {adjust_lr_fn!r}")
         # torch's checks and defaults, read off a Muon of one placeholder matrix: torch.optim.Muon's constructor

@@ -151,10 +151,17 @@ def check_accelerate_config(path: Path) -> None:
     from accelerate.commands.config.config_args import load_config_from_file  # imports torch: a user's file only
     from accelerate.utils import DistributedType
 
+    from hf_ext._validation import check_count
+
     kinds = [kind.value for kind in DistributedType]
-    kind = read_yaml(path, "--accelerate-config").get("distributed_type", DistributedType.NO.value)
+    settings = read_yaml(path, "--accelerate-config")
+    kind = settings.get("distributed_type", DistributedType.NO.value)
     if kind not in kinds:
         raise ValueError(f"--accelerate-config {path}: `distributed_type` must be one of {kinds}, got {kind!r}")
+    try:  # the launcher reads it as an int: "zero" failed there naming no setting
+        check_count(f"--accelerate-config {path}", "num_processes", settings.get("num_processes", 1), least=1)
+    except TypeError as error:  # the command's one-line errors are ValueErrors
+        raise ValueError(str(error)) from None
     try:
         load_config_from_file(str(path))
     except (TypeError, ValueError) as error:

@@ -58,6 +58,8 @@ def distance_weights(window: int, kernel: str = "uniform", sigma: float | None =
     """
     if kernel not in KERNELS:
         raise ValueError(f"`kernel` must be one of {list(KERNELS)}, got {kernel!r}")
+    if sigma is not None and kernel != "gaussian":  # it was ignored without a word
+        raise ValueError(f"`sigma` is the width of kernel='gaussian' only, got sigma={sigma} with kernel={kernel!r}")
     half = window // 2
     if kernel == "uniform":
         return [1.0] * (half + 1)

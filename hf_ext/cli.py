@@ -15,6 +15,7 @@ import platform
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 import typing
 from pathlib import Path
@@ -289,8 +290,18 @@ def check_writable(output_dir: str) -> None:
     """Refuse an ``output_dir`` that cannot be made or written to, before the run spends its time."""
     path = Path(output_dir).resolve()
     existing = next(folder for folder in (path, *path.parents) if folder.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    if not existing.is_dir() or not _can_write_in(existing):
         raise ValueError(f"output_dir: cannot write to {output_dir!r}: {existing} is not a writable folder")
+
+
+def _can_write_in(folder: Path) -> bool:
+    """Whether a folder can be made (and removed) in ``folder``: permission bits do not tell for root, /proc or a
+    read-only mount, where the run failed once done, in a traceback."""
+    try:
+        tempfile.TemporaryDirectory(dir=folder).cleanup()
+    except OSError:
+        return False
+    return True
 
 
 def check_settings(recipe: str, argv: list[str]) -> None:

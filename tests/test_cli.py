@@ -326,6 +326,11 @@ def _read_only_output_dir(tmp_path: Path) -> str:
             "accelerate.yaml: `num_processes` must be an integer >= 1, got 0",
         ),
         (lambda tmp: [f"output_dir={_unwritable_output_dir(tmp)}"], "a_file is not a writable folder"),
+        pytest.param(  # writable by its permission bits, even for root; the run failed at its end, in a traceback
+            lambda tmp: ["output_dir=/proc/hf_ext_test_out"],
+            "/proc is not a writable folder",
+            marks=pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc"),
+        ),
         pytest.param(
             lambda tmp: [f"output_dir={_read_only_output_dir(tmp)}"],
             "read_only is not a writable folder",

@@ -82,6 +82,20 @@ def check_list(owner: str, name: str, value, kind: type | None = None) -> None:
             check_field_type(owner, f"{name}[{index}]", item, kind)
 
 
+def check_params(owner: str, params) -> list:
+    """``params`` (an optimizer's tensors or parameter groups) as a list, refused naming ``owner`` when it holds
+    none: torch's "optimizer got an empty parameter list" names neither. A generator is read here, once; a lone
+    tensor is left for torch to refuse."""
+    if isinstance(params, torch.Tensor):
+        return params
+    params = list(params)
+    if not params:
+        raise ValueError(
+            f"{owner}: `params` is empty; pass the tensors to optimize (model.parameters()) or parameter groups"
+        )
+    return params
+
+
 def check_finite_fields(config, allow_infinite: Iterable[str] = ()) -> None:
     """Apply :func:`check_finite` to every field of the dataclass instance ``config``, then :func:`check_field_type`
     to each field annotated as a number or a bool.

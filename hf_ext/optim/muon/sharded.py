@@ -24,7 +24,7 @@ import torch
 from torch.optim._muon import _adjust_lr
 
 from ..._sharded import local
-from ..._validation import check_count, check_field_type, check_finite, check_finite_number
+from ..._validation import check_count, check_field_type, check_finite, check_finite_number, check_params
 from ..shared.batching import apply_batched, scale_
 from ..shared.first_step import check_first_step
 from ..shared.newton_schulz import newton_schulz
@@ -81,6 +81,7 @@ class ShardedMuon(torch.optim.Muon):
             ns_steps=ns_steps,
             adjust_lr_fn=adjust_lr_fn,
         ).defaults
+        params = check_params("ShardedMuon", params)
         torch.optim.Optimizer.__init__(self, params, {**settings, "stacked": False, "transposed": False})
 
     def add_param_group(self, param_group: dict) -> None:

@@ -51,6 +51,20 @@ def check_list(owner: str, name: str, value, kind: type | None = None) -> None:
             check_field_type(owner, f"{name}[{index}]", item, kind)
 
 
+def check_params(owner: str, params) -> list:
+    """``params`` (an optimizer's tensors or parameter groups) as a list, refused naming ``owner`` when it holds
+    none: torch's "optimizer got an empty parameter list" names neither. A generator is read here, once; a lone
+    tensor is left for torch to refuse."""
+    if isinstance(params, torch.Tensor):
+        return params
+    params = list(params)
+    if not params:
+        raise ValueError(
+            f"{owner}: `params` is empty; pass the tensors to optimize (model.parameters()) or parameter groups"
+        )
+    return params
+
+
 def check_finite_fields(config, allow_infinite: Iterable[str] = ()) -> None:
     """Apply :func:`check_finite` to every field of the dataclass instance ``config``, then :func:`check_field_type`
     to each field annotated as a number or a bool.
@@ -59,12 +73,19 @@ def check_finite_fields(config, allow_infinite: Iterable[str] = ()) -> None:
     """
     owner = type(config).__name__
     allow_infinite = set(allow_infinite)
-    kinds = _scalar_field_kinds(type(config))
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        check_finite(owner, field.name, value, field.name in allow_infinite)
-        if field.name in kinds:
-            check_field_type(owner, field.name, value, *kinds[field.name])
+    values = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
+    for name, value in values.items():
+        check_finite(owner, name, value, name in allow_infinite)
+    check_settings_types(owner, type(config), values)
+
+
+def check_settings_types(owner: str, cls: type, settings: dict) -> None:
+    """:func:`check_field_type` of each of ``settings`` (keyword arguments of the dataclass ``cls``) that ``cls``
+    annotates as a number or a bool; before building ``cls`` where its own ``__post_init__`` compares them first."""
+    kinds = _scalar_field_kinds(cls)
+    for name, value in settings.items():
+        if name in kinds:
+            check_field_type(owner, name, value, *kinds[name])
 
 
 _ALLOWED = {bool: "True or False", int: "an integer", float: "a number"}

@@ -15,6 +15,7 @@ import platform
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 import typing
 from pathlib import Path
@@ -151,10 +152,17 @@ def check_accelerate_config(path: Path) -> None:
     from accelerate.commands.config.config_args import load_config_from_file  # imports torch: a user's file only
     from accelerate.utils import DistributedType
 
+    from hf_ext._validation import check_count
+
     kinds = [kind.value for kind in DistributedType]
-    kind = read_yaml(path, "--accelerate-config").get("distributed_type", DistributedType.NO.value)
+    settings = read_yaml(path, "--accelerate-config")
+    kind = settings.get("distributed_type", DistributedType.NO.value)
     if kind not in kinds:
         raise ValueError(f"--accelerate-config {path}: `distributed_type` must be one of {kinds}, got {kind!r}")
+    try:  # the launcher reads it as an int: "zero" failed there naming no setting
+        check_count(f"--accelerate-config {path}", "num_processes", settings.get("num_processes", 1), least=1)
+    except TypeError as error:  # the command's one-line errors are ValueErrors
+        raise ValueError(str(error)) from None
     try:
         load_config_from_file(str(path))
     except (TypeError, ValueError) as error:
@@ -282,8 +290,18 @@ def check_writable(output_dir: str) -> None:
     """Refuse an ``output_dir`` that cannot be made or written to, before the run spends its time."""
     path = Path(output_dir).resolve()
     existing = next(folder for folder in (path, *path.parents) if folder.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    if not existing.is_dir() or not _can_write_in(existing):
         raise ValueError(f"output_dir: cannot write to {output_dir!r}: {existing} is not a writable folder")
+
+
+def _can_write_in(folder: Path) -> bool:
+    """Whether a folder can be made (and removed) in ``folder``: permission bits do not tell for root, /proc or a
+    read-only mount, where the run failed once done, in a traceback."""
+    try:
+        tempfile.TemporaryDirectory(dir=folder).cleanup()
+    except OSError:
+        return False
+    return True
 
 
 def check_settings(recipe: str, argv: list[str]) -> None:

@@ -28,7 +28,7 @@ from accelerate import PartialState
 from transformers import Trainer, TrainingArguments
 from trl import TrlParser
 
-from hf_ext._validation import check_finite_fields
+from hf_ext._validation import check_counts, check_finite_fields
 from hf_ext.data import arithmetic_dataset, docstring_classification, stdlib_bpe_tokenizer, stdlib_corpus
 from hf_ext.models import llama_from_scratch
 from hf_ext.plasticity import (
@@ -78,6 +78,12 @@ class PlasticityArguments:
 
     def __post_init__(self):
         check_finite_fields(self)
+        check_counts(self, ("hidden_size", "num_heads"))
+        if self.hidden_size % self.num_heads:  # LlamaConfig refused it once the corpus and tokenizer were built
+            raise ValueError(
+                f"PlasticityArguments: `hidden_size` ({self.hidden_size}) must be a multiple of `num_heads` "
+                f"({self.num_heads})"
+            )
         if not self.weight_decays:
             raise ValueError("`weight_decays` must list at least one weight decay, got an empty sweep")
         negative = [value for value in self.weight_decays if value < 0]

@@ -317,7 +317,20 @@ def _read_only_output_dir(tmp_path: Path) -> str:
             lambda tmp: ["--accelerate-config", _write(tmp / "accelerate.yaml", "distributed_type: BOGUS\n")],
             "accelerate.yaml: `distributed_type` must be one of ['NO', 'MULTI_CPU'",
         ),
+        (  # the launcher read it with int(), whose message named no setting
+            lambda tmp: ["--accelerate-config", _write(tmp / "accelerate.yaml", "num_processes: zero\n")],
+            "accelerate.yaml: `num_processes` must be an integer >= 1, got 'zero'",
+        ),
+        (
+            lambda tmp: ["--accelerate-config", _write(tmp / "accelerate.yaml", "num_processes: 0\n")],
+            "accelerate.yaml: `num_processes` must be an integer >= 1, got 0",
+        ),
         (lambda tmp: [f"output_dir={_unwritable_output_dir(tmp)}"], "a_file is not a writable folder"),
+        pytest.param(  # writable by its permission bits, even for root; the run failed at its end, in a traceback
+            lambda tmp: ["output_dir=/proc/hf_ext_test_out"],
+            "/proc is not a writable folder",
+            marks=pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="no /proc"),
+        ),
         pytest.param(
             lambda tmp: [f"output_dir={_read_only_output_dir(tmp)}"],
             "read_only is not a writable folder",

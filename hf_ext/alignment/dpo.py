@@ -32,7 +32,11 @@ class TotalProbabilityArguments:
     )
 
     def check_regularizer(self) -> None:
+        """Refuse the regularizer's fields, and a ``beta`` TRL takes that makes the preference loss a no-op (0) or
+        reward the rejected completion (< 0)."""
         name = type(self).__name__
+        if not self.beta > 0:
+            raise ValueError(f"{name}: `beta` must be > 0, got {self.beta}")
         if self.regularizer_coef < 0:
             raise ValueError(f"{name}: `regularizer_coef` must be >= 0, got {self.regularizer_coef}")
         if self.regularizer_form not in REGULARIZER_FORMS:

@@ -12,7 +12,7 @@ from transformers import TrainerCallback
 
 from .._sharded import unsharded
 from .._trainer_logs import add_to_logs
-from .._validation import check_finite
+from .._validation import check_count, check_finite
 from .metrics import attention_entropy, linear_probe_accuracy, query_key_norms, weight_statistics
 
 
@@ -132,6 +132,11 @@ class PlasticityCallback(TrainerCallback):
         probe_test_fraction: float = 0.5,
         batch_size: int = 16,
     ):
+        if not isinstance(probe_dataset, Dataset):
+            raise TypeError(
+                "PlasticityCallback: `probe_dataset` must be a datasets.Dataset with columns input_ids and label, "
+                f"got {type(probe_dataset).__name__}"
+            )
         missing = [column for column in ("input_ids", "label") if column not in probe_dataset.column_names]
         if missing:
             raise ValueError(
@@ -140,9 +145,7 @@ class PlasticityCallback(TrainerCallback):
         if len(set(probe_dataset["label"])) < 2:
             raise ValueError("PlasticityCallback: `probe_dataset` must have at least two distinct labels")
         for name, value in (("every", every), ("batch_size", batch_size)):
-            check_finite("PlasticityCallback", name, value)
-            if value < 1:
-                raise ValueError(f"PlasticityCallback: `{name}` must be >= 1, got {value}")
+            check_count("PlasticityCallback", name, value, least=1)
         check_finite("PlasticityCallback", "probe_test_fraction", probe_test_fraction)
         if not 0 < probe_test_fraction < 1:
             raise ValueError(f"PlasticityCallback: `probe_test_fraction` must be in (0, 1), got {probe_test_fraction}")

@@ -24,6 +24,8 @@ FUSED_QUERY_KEY_VALUE = {"c_attn": "consecutive", "qkv_proj": "consecutive", "qu
 
 def effective_rank(matrix: torch.Tensor) -> float:
     """``exp`` of the entropy of the normalised singular values (Roy & Vetterli): 1 .. min(shape)."""
+    if matrix.dim() != 2:
+        raise ValueError(f"effective_rank: `matrix` must be 2-D, got shape {tuple(matrix.shape)}")
     return _effective_ranks(matrix[None]).item()
 
 

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .._validation import check_finite
+from .._validation import check_count, check_finite, check_number
 
 INITS = ("svid", "mean_abs")
 
@@ -103,6 +103,7 @@ class MixedBinaryWeight(torch.autograd.Function):
 
 
 def _check_ste_clip(owner: str, ste_clip: float | None) -> None:
+    check_number(owner, "ste_clip", ste_clip, allow_none=True)
     check_finite(owner, "ste_clip", ste_clip)
     if ste_clip is not None and not ste_clip > 0:
         raise ValueError(f"{owner}: `ste_clip` must be > 0 or None, got {ste_clip}")
@@ -136,8 +137,10 @@ class ProgressiveBinaryLinear(nn.Linear):
         device=None,
         dtype=None,
     ):
-        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
+        for name, size in (("in_features", in_features), ("out_features", out_features)):
+            check_count("ProgressiveBinaryLinear", name, size)  # nn.Linear's message names neither
         _check_ste_clip("ProgressiveBinaryLinear", ste_clip)
+        super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self.ste_clip = ste_clip
         self.row_scale = nn.Parameter(torch.ones(out_features, device=device, dtype=dtype))
         self.col_scale = nn.Parameter(torch.ones(in_features, device=device, dtype=dtype))

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from .._validation import check_list
 from ..models.layout import ParamLayout, is_conv1d, model_layout
 from .binary_linear import ProgressiveBinaryLinear, ProgressiveBinaryWeight
 
@@ -139,6 +140,9 @@ def binarize_model(
     Returns:
         ``{name: ||W - B(W)||_F / ||W||_F}`` of the initial binary approximation (over all experts of a stack).
     """
+    for name, patterns in (("target_modules", target_modules), ("skip", skip)):
+        if patterns is not None and not isinstance(patterns, str):  # a regex string, or a list of name suffixes
+            check_list("binarize_model", name, patterns)
     weights = _binarizable_weights(model)
     chosen = [
         name

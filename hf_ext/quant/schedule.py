@@ -5,7 +5,7 @@ import math
 from transformers import TrainerCallback
 
 from .._trainer_logs import add_to_logs
-from .._validation import check_finite
+from .._validation import check_count, check_finite
 from .convert import binary_layers, set_binarization_mix
 
 SCHEDULES = ("linear", "cosine", "step")
@@ -70,14 +70,12 @@ class ProgressiveBinarizationCallback(TrainerCallback):
             raise ValueError(
                 f"ProgressiveBinarizationCallback: `schedule` must be one of {list(SCHEDULES)}, got {schedule!r}"
             )
-        for name, value in (("start", start), ("end", end), ("num_stages", num_stages)):
-            check_finite("ProgressiveBinarizationCallback", name, value)
-        if start < 0:
-            raise ValueError(f"ProgressiveBinarizationCallback: `start` must be >= 0, got {start}")
+        check_count("ProgressiveBinarizationCallback", "start", start)  # a step: 1.5 or "4" is no step
+        if end is not None:
+            check_count("ProgressiveBinarizationCallback", "end", end)
+        check_count("ProgressiveBinarizationCallback", "num_stages", num_stages, least=1)
         if end is not None and end <= start:
             raise ValueError(f"ProgressiveBinarizationCallback: `end` ({end}) must be after `start` ({start})")
-        if num_stages < 1:
-            raise ValueError(f"ProgressiveBinarizationCallback: `num_stages` must be >= 1, got {num_stages}")
         self.schedule, self.start, self.end, self.num_stages = schedule, start, end, num_stages
         self.mix = 0.0
 

@@ -257,6 +257,11 @@ class SparseDeltaCallback(TrainerCallback):
     def __init__(self, base=None, mode: str = "exact", dtype=None):
         self.dtype = delta_dtype("SparseDeltaCallback", mode, dtype)
         self.mode = mode
+        if not (base is None or isinstance(base, dict | torch.nn.Module)):
+            raise TypeError(
+                "SparseDeltaCallback: `base` must be the base model, its state_dict or None (the weights at the "
+                f"start of training), got {type(base).__name__}"
+            )
         self.base = None if base is None else _state(base)
         self._warned = False
 

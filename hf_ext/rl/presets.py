@@ -14,7 +14,7 @@ run sparse delta checkpoints in the mode that keeps them small (``DELTA_SETTINGS
 import torch
 from trl import GRPOConfig
 
-from .._validation import check_finite, check_training_arguments
+from .._validation import check_count, check_finite, check_settings_types, check_training_arguments
 from .delta import SparseDeltaCallback
 
 # Swept on SmolLM2-135M-Instruct, arithmetic, 30 steps (docs/results/rl.md, *Learning rates*): SGD 0.1 collapsed
@@ -53,6 +53,11 @@ def grpo_preset(optimizer: str, **overrides) -> GRPOConfig:
     bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     for name, value in overrides.items():  # the preset's own settings are finite; GRPOConfig checks none
         check_finite("grpo_preset", name, value)
+    check_settings_types("grpo_preset", GRPOConfig, overrides)  # GRPOConfig takes "1e-3" for a learning rate
+    if "num_generations" in overrides:  # GRPOConfig divides by it before checking it
+        check_count("grpo_preset", "num_generations", overrides["num_generations"], least=2)
+    if overrides.get("beta", 0) < 0:  # a negative KL coefficient rewards moving away from the reference
+        raise ValueError(f"grpo_preset: `beta` (the KL coefficient) must be >= 0, got {overrides['beta']}")
     settings = COMMON_SETTINGS | {"bf16": bf16, "learning_rate": LEARNING_RATES[optimizer]}
     config = GRPOConfig(**settings | OPTIMIZER_SETTINGS[optimizer] | overrides)
     check_training_arguments(config)  # GRPOConfig takes a negative learning rate: the optimizer refuses it later

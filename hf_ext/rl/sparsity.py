@@ -20,7 +20,7 @@ from transformers import TrainerCallback
 
 from .._sharded import flat_shard, shard_group, sharding, sum_across
 from .._trainer_logs import add_to_logs
-from .._validation import check_finite
+from .._validation import check_count
 from .delta import bit_pattern, changed_entries
 
 SNAPSHOTS = ("cpu", "device", "block_hash")
@@ -88,13 +88,8 @@ class UpdateSparsityCallback(TrainerCallback):
     def __init__(self, snapshot: str = "cpu", every_n_steps: int = 0, block_size: int = 4096):
         if snapshot not in SNAPSHOTS:
             raise ValueError(f"UpdateSparsityCallback: `snapshot` must be one of {SNAPSHOTS}, got {snapshot!r}")
-        check_finite("UpdateSparsityCallback", "every_n_steps", every_n_steps)
-        check_finite("UpdateSparsityCallback", "block_size", block_size)
-        if every_n_steps < 0 or block_size < 1:
-            raise ValueError(
-                f"UpdateSparsityCallback: `every_n_steps` must be >= 0 and `block_size` >= 1, got {every_n_steps} "
-                f"and {block_size}"
-            )
+        check_count("UpdateSparsityCallback", "every_n_steps", every_n_steps)
+        check_count("UpdateSparsityCallback", "block_size", block_size, least=1)
         self.snapshot, self.every_n_steps, self.block_size = snapshot, every_n_steps, block_size
         self.initial: dict[str, torch.Tensor] = {}
         self.history: list[dict[str, float]] = []

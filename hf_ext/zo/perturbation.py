@@ -78,6 +78,10 @@ class ZOPerturbation:
     """
 
     def __init__(self, model: nn.Module, config: ZOConfig, reduce_sum: Reduce | None = None):
+        if not isinstance(config, ZOConfig):  # a dict failed as "'dict' object has no attribute 'target_modules'"
+            raise TypeError(
+                f"ZOPerturbation: `config` must be an AGZOConfig or MeZOConfig, got {type(config).__name__}"
+            )
         self.model = model
         self.config = config
         self.targets = resolve_targets(model, config)

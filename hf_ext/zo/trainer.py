@@ -3,6 +3,7 @@
 import functools
 import logging
 import math
+from collections.abc import Sized
 
 import torch
 from accelerate.utils import reduce
@@ -73,6 +74,8 @@ class ZOTrainer(Trainer):
     def _check_args(self) -> None:
         # A NaN learning rate gives finite losses and NaN weights: nothing would skip those steps.
         check_finite_fields(self.args)
+        if isinstance(self.train_dataset, Sized) and len(self.train_dataset) == 0:  # torch's sampler names no dataset
+            raise ValueError("ZOTrainer: `train_dataset` is empty; pass the examples to train on")
         if self.args.max_grad_norm:
             raise ValueError(
                 f"ZOTrainer: `max_grad_norm` must be 0 (zeroth-order steps compute no gradient to clip), "

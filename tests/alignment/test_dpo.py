@@ -49,7 +49,12 @@ def test_loss_adds_the_penalty_on_log_p_against_the_reference(training_args, for
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
-    [({"regularizer_coef": -1.0}, "regularizer_coef"), ({"regularizer_form": "l1"}, "regularizer_form")],
+    [
+        ({"regularizer_coef": -1.0}, "regularizer_coef"),
+        ({"regularizer_form": "l1"}, "regularizer_form"),
+        ({"beta": -0.1}, "beta"),  # TRL took it: the loss then favoured the rejected completion
+        ({"beta": 0.0}, "beta"),  # TRL took it: a loss of constant log 2, nothing learned
+    ],
 )
 def test_bad_config_names_the_field(training_args, kwargs, field):
     with pytest.raises(ValueError, match=f"`{field}`"):

@@ -67,7 +67,11 @@ def test_loss_adds_the_penalty_against_the_cached_anchor(training_args, form):
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"loss_type": "sigmoid"}, "loss_type='simpo'"), ({"regularizer_coef": -0.5}, "`regularizer_coef`")],
+    [
+        ({"loss_type": "sigmoid"}, "loss_type='simpo'"),
+        ({"regularizer_coef": -0.5}, "`regularizer_coef`"),
+        ({"beta": -2.0}, r"RegularizedSimPOConfig: `beta` must be > 0, got -2.0"),  # was taken by TRL
+    ],
 )
 def test_bad_config_is_rejected(training_args, kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -429,6 +429,15 @@ def test_step_hooks_run_once_before_and_after_and_can_be_removed(cls):
     assert len(calls) == 2
 
 
+@pytest.mark.parametrize("cls", [SPS, NGN, Scion, SymmetryCurvature, ShardedMuon])
+def test_an_empty_parameter_list_is_refused_naming_the_optimizer(cls):
+    """The walk of issue 72: torch's "optimizer got an empty parameter list" named neither the optimizer nor
+    `params`; a generator is read once, so an empty one is refused too."""
+    for params in ([], (p for p in [])):
+        with pytest.raises(ValueError, match=rf"{cls.__name__}: `params` is empty"):
+            cls(params)
+
+
 @pytest.mark.parametrize("cls", ENTRIES)
 def test_a_first_step_that_no_gradient_reaches_is_refused(cls):
     """Issue 72: an optimizer built before ``fully_shard`` holds tensors the model no longer uses (FSDP2 gives it new

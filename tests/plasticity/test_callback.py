@@ -82,11 +82,24 @@ def test_an_attention_layer_without_readable_query_key_is_refused_by_name():
             {"probe_dataset": Dataset.from_dict({"input_ids": [[1], [2]], "label": [0, 0]})},
             "at least two distinct labels",
         ),
-        ({"every": 0}, "`every` must be >= 1"),
-        ({"batch_size": 0}, "`batch_size` must be >= 1"),
+        ({"every": 0}, "`every` must be an integer >= 1"),
+        ({"batch_size": 0}, "`batch_size` must be an integer >= 1"),
         ({"probe_test_fraction": 1.0}, r"`probe_test_fraction` must be in \(0, 1\)"),
     ],
 )
 def test_bad_input_names_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
+        PlasticityCallback(**{"probe_dataset": _probe_set()} | kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"every": 2.5}, "`every` must be an integer >= 1, got 2.5"),  # was taken
+        ({"batch_size": "16"}, "`batch_size` must be an integer >= 1, got '16'"),  # failed comparing str and int
+        ({"probe_dataset": []}, "`probe_dataset` must be a datasets.Dataset"),  # no attribute 'column_names'
+    ],
+)
+def test_input_of_another_type_names_the_field(kwargs, message):
+    with pytest.raises(TypeError, match="PlasticityCallback: " + message):
         PlasticityCallback(**{"probe_dataset": _probe_set()} | kwargs)

@@ -191,3 +191,9 @@ def test_linear_probe_separates_separable_classes_and_not_random_ones():
 def test_probe_inputs_must_line_up():
     with pytest.raises(ValueError, match="same number of rows"):
         linear_probe_accuracy(torch.zeros(3, 2), torch.zeros(2, dtype=torch.long), torch.zeros(1, 2), torch.zeros(1))
+
+
+def test_the_effective_rank_of_a_tensor_that_is_not_a_matrix_is_refused_with_its_shape():
+    """A vector failed as "too many indices for tensor of dimension 1"."""
+    with pytest.raises(ValueError, match=r"effective_rank: `matrix` must be 2-D, got shape \(5,\)"):
+        effective_rank(torch.randn(5))

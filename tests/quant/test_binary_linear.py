@@ -218,3 +218,15 @@ def test_the_scales_of_a_frozen_weight_stay_frozen():
 def test_bad_weights_and_arguments_of_the_parametrization_name_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ProgressiveBinaryWeight(**{"weight": torch.ones(3, 4)} | kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"ste_clip": "1"}, r"`ste_clip` must be a number or None, got '1'"),  # failed comparing str and int
+        ({"in_features": 2.5}, "`in_features` must be an integer >= 0, got 2.5"),  # torch named only `size`
+    ],
+)
+def test_arguments_of_another_type_name_the_layer_and_field(kwargs, message):
+    with pytest.raises(TypeError, match="ProgressiveBinaryLinear: " + message):
+        ProgressiveBinaryLinear(**{"in_features": 4, "out_features": 3} | kwargs)

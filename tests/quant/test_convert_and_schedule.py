@@ -133,7 +133,7 @@ def test_schedules_rise_from_start_to_end(schedule, expected):
     [
         ({"start": 10, "end": 5}, r"`end` \(5\) must be after `start` \(10\)"),
         ({"schedule": "exp"}, r"`schedule` must be one of \['linear', 'cosine', 'step'\]"),
-        ({"start": -1}, "`start` must be >= 0"),
+        ({"start": -1}, "`start` must be an integer >= 0"),
     ],
 )
 def test_bad_schedules_are_refused(kwargs, message):
@@ -244,3 +244,22 @@ def test_resume_mid_schedule_continues_lambda_scales_and_weights(tiny_pair, toke
     )
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(resumed.state_dict()[name], tensor, msg=name)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"start": 1.5}, "`start` must be an integer >= 0, got 1.5"),  # was taken as a step
+        ({"end": 2.5}, "`end` must be an integer >= 0, got 2.5"),
+        ({"num_stages": "4"}, "`num_stages` must be an integer >= 1, got '4'"),  # failed comparing str and int
+    ],
+)
+def test_steps_and_stage_counts_that_are_not_integers_are_refused_by_name(kwargs, message):
+    with pytest.raises(TypeError, match="ProgressiveBinarizationCallback: " + message):
+        ProgressiveBinarizationCallback(**kwargs)
+
+
+def test_target_modules_that_are_neither_a_regex_nor_a_list_are_refused_by_name(tiny_pair):
+    """An int failed as "'int' object is not iterable", naming nothing."""
+    with pytest.raises(TypeError, match=r"binarize_model: `target_modules` must be a list \(\[5\] for one\)"):
+        binarize_model(tiny_pair[0], target_modules=5)

@@ -101,6 +101,20 @@ def test_bad_sweeps_name_the_field(weight_decays, message):
         PlasticityArguments(weight_decays=weight_decays)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"num_heads": 3}, ValueError, r"`hidden_size` \(128\) must be a multiple of `num_heads` \(3\)"),
+        ({"num_heads": 0}, ValueError, "`num_heads` must be an integer >= 1, got 0"),
+    ],
+)
+def test_a_model_shape_llama_refuses_is_refused_before_any_work(kwargs, error, message):
+    """The walk of issue 72: 3 heads of a 128-wide model failed in LlamaConfig after the corpus was read, in a
+    traceback."""
+    with pytest.raises(error, match="PlasticityArguments: " + message):
+        PlasticityArguments(**kwargs)
+
+
 def test_bad_sweep_from_the_command_line(tmp_path):
     with pytest.raises(ValueError, match="must all be >= 0"):
         parser().parse_args_and_config(_flags(tmp_path, "--weight_decays", "-1"))

@@ -201,3 +201,9 @@ def test_a_delta_written_before_modes_existed_still_loads_as_exact(tmp_path):
     assert all(torch.equal(restored.state_dict()[k], v) for k, v in model.state_dict().items())
     with pytest.raises(ValueError, match="saved with mode='exact', dtype=None; asked for mode='visible'"):
         apply_sparse_delta(base, tmp_path / "old.safetensors", mode="visible")
+
+
+def test_a_base_that_is_neither_a_model_nor_a_state_dict_is_refused_by_name():
+    """It failed as "'int' object has no attribute 'state_dict'"."""
+    with pytest.raises(TypeError, match="SparseDeltaCallback: `base` must be the base model, its state_dict or None"):
+        SparseDeltaCallback(base=3)

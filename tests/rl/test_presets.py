@@ -48,6 +48,9 @@ def test_shipped_recipe_config_matches_the_presets():
         # issue 72: accepted, and refused by torch's SGD only once training started
         (lambda: sgd_grpo_config(learning_rate=-1.0), r"GRPOConfig: `learning_rate` must be >= 0, got -1.0"),
         (lambda: adamw_grpo_config(max_steps=-5), r"GRPOConfig: `max_steps` must be a number of steps >= 1, or -1"),
+        # GRPOConfig divided by zero; a negative KL coefficient was taken
+        (lambda: sgd_grpo_config(num_generations=0), r"grpo_preset: `num_generations` must be an integer >= 2, got 0"),
+        (lambda: sgd_grpo_config(beta=-0.1), r"grpo_preset: `beta` \(the KL coefficient\) must be >= 0, got -0.1"),
     ],
 )
 def test_unknown_optimizer_or_conflicting_override_is_rejected(call, message):
@@ -80,3 +83,9 @@ def test_preset_logs_a_nan_loss_as_nan_not_as_the_running_mean(tmp_path):
 def test_preset_delta_callback_stores_bf16_visible_deltas():
     callback = grpo_delta_callback()
     assert (callback.mode, callback.dtype) == ("visible", torch.bfloat16)
+
+
+def test_an_override_of_another_type_is_refused_by_name():
+    """GRPOConfig takes a string learning rate, which then failed in a comparison naming nothing."""
+    with pytest.raises(TypeError, match=r"grpo_preset: `learning_rate` must be a number, got '1e-3' \(str\)"):
+        sgd_grpo_config(learning_rate="1e-3")

@@ -80,3 +80,16 @@ def test_bf16_visibility_is_half_an_ulp_of_the_initial_value():
     current = initial + torch.tensor([2**-9, 2**-8, 1e-30, 2**-8, -(2**-6)])
     # bf16 ulp: 2^-7 at 1.0 and 2^-6 at 3.0; a change from 0 is always representable
     assert visible_in_bf16(current, initial).tolist() == [False, True, True, False, True]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"every_n_steps": 1.5}, "`every_n_steps` must be an integer >= 0, got 1.5"),
+        ({"block_size": "4096"}, "`block_size` must be an integer >= 1, got '4096'"),
+    ],
+)
+def test_counts_of_another_type_are_refused_by_name(kwargs, message):
+    """1.5 steps was taken; a string failed comparing str and int."""
+    with pytest.raises(TypeError, match="UpdateSparsityCallback: " + message):
+        UpdateSparsityCallback(**kwargs)

@@ -169,3 +169,9 @@ def test_moe_router_and_experts_are_perturbed_in_place_as_the_update_moves_them_
     assert all(not torch.equal(model.get_parameter(name), before[name]) for name in moe)
     if perturbation.is_subspace:
         assert perturbation.subspaces[moe[1]].shape == (4, 16, 3) and perturbation.subspaces[moe[2]].shape == (4, 24, 3)
+
+
+def test_a_config_that_is_not_a_zo_config_is_refused_by_name():
+    """A dict failed as "'dict' object has no attribute 'target_modules'"."""
+    with pytest.raises(TypeError, match="ZOPerturbation: `config` must be an AGZOConfig or MeZOConfig, got dict"):
+        ZOPerturbation(nn.Linear(3, 3), {"eps": 1e-3})

@@ -136,6 +136,8 @@ def test_peft_lora_model_trains_only_its_adapters(training_args):
         ({"learning_rate": math.nan}, {}, "TrainingArguments: `learning_rate` must be a finite number"),
         ({}, {"zo_config": {"eps": 1e-3}}, "`zo_config` must be an AGZOConfig or MeZOConfig"),
         ({}, {"optimizers": (torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1), None)}, "only a scheduler"),
+        # issue 72: built, then train() failed in torch's sampler ("num_samples should be a positive integer")
+        ({}, {"train_dataset": []}, "ZOTrainer: `train_dataset` is empty"),
     ],
 )
 def test_unsupported_arguments_are_rejected_at_construction(
@@ -143,7 +145,7 @@ def test_unsupported_arguments_are_rejected_at_construction(
 ):
     args = training_args(**ZO_SETTINGS | overrides)
     with pytest.raises((ValueError, TypeError), match=message):
-        ZOTrainer(make_least_squares(), args, train_dataset=_regression_data(), **kwargs)
+        ZOTrainer(make_least_squares(), args, **{"train_dataset": _regression_data()} | kwargs)
 
 
 @pytest.mark.slow

@@ -42,7 +42,7 @@ from torch import Tensor
 
 from hf_ext._validation import check_finite_fields
 
-from .rcgp import RobustConjugateGP, check_threshold, robust_scale
+from .rcgp import RobustConjugateGP, check_threshold, check_training_data, robust_scale
 
 ModelFactory = Callable[[Tensor, Tensor], Model]
 AcquisitionFactory = Callable[[Model, int], AcquisitionFunction | SamplingStrategy]
@@ -78,7 +78,8 @@ def ucb_beta(round_index: int, dim: int, delta: float = 0.1, scale: float = 0.2)
     return scale * theory
 
 
-def _fit_exact_gp(model_class: type[SingleTaskGP], X: Tensor, Y: Tensor) -> SingleTaskGP:
+def _fit_exact_gp(owner: object, model_class: type[SingleTaskGP], X: Tensor, Y: Tensor) -> SingleTaskGP:
+    check_training_data(type(owner).__name__, X, Y)
     model = model_class(X, Y.clamp(-CLIP, CLIP), outcome_transform=Standardize(1))
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     return model
@@ -100,7 +101,7 @@ class SingleTaskGPFactory:
                 "cannot hold a non-finite observation: use model='rcgp' (RobustConjugateGP, where it drops out), or "
                 "ClippedGPFactory() to see it as +-1e10"
             )
-        return _fit_exact_gp(SingleTaskGP, X, Y)
+        return _fit_exact_gp(self, SingleTaskGP, X, Y)
 
 
 @dataclass
@@ -109,7 +110,7 @@ class ClippedGPFactory(SingleTaskGPFactory):
     GP, the baseline that ``bo_robust`` measures under infinite corruptions."""
 
     def __call__(self, X: Tensor, Y: Tensor) -> SingleTaskGP:
-        return _fit_exact_gp(SingleTaskGP, X, Y)
+        return _fit_exact_gp(self, SingleTaskGP, X, Y)
 
 
 @dataclass
@@ -117,7 +118,7 @@ class RelevancePursuitFactory:
     """BoTorch's ``RobustRelevancePursuitSingleTaskGP`` (the outside robust baseline); ``+-inf`` clipped to 1e10."""
 
     def __call__(self, X: Tensor, Y: Tensor) -> RobustRelevancePursuitSingleTaskGP:
-        return _fit_exact_gp(RobustRelevancePursuitSingleTaskGP, X, Y)
+        return _fit_exact_gp(self, RobustRelevancePursuitSingleTaskGP, X, Y)
 
 
 @dataclass

@@ -106,6 +106,16 @@ def _default_kernel(dim: int) -> Kernel:
     return ScaleKernel(kernel)
 
 
+def check_training_data(owner: str, train_X: Tensor, train_Y: Tensor) -> None:
+    """Refuse inputs and observations whose shapes do not pair up, naming ``owner``: torch's broadcasting error
+    deep inside a fit names neither."""
+    if train_X.dim() < 2 or train_Y.shape != (*train_X.shape[:-1], 1):
+        raise ValueError(
+            f"{owner}: `train_X` must be batch_shape x n x d and `train_Y` batch_shape x n x 1, got "
+            f"{tuple(train_X.shape)} and {tuple(train_Y.shape)}"
+        )
+
+
 class RobustConjugateGP(Model):
     """A single-output BoTorch ``Model`` whose posterior is RCGP's closed form (see the module docstring).
 
@@ -143,11 +153,7 @@ class RobustConjugateGP(Model):
         outcome_transform: OutcomeTransform | None = None,
     ):
         super().__init__()
-        if train_X.dim() < 2 or train_Y.shape != (*train_X.shape[:-1], 1):
-            raise ValueError(
-                "RobustConjugateGP: `train_X` must be batch_shape x n x d and `train_Y` batch_shape x n x 1, got "
-                f"{tuple(train_X.shape)} and {tuple(train_Y.shape)}"
-            )
+        check_training_data("RobustConjugateGP", train_X, train_Y)
         if torch.isnan(train_Y).any() or not torch.isfinite(train_X).all():
             raise ValueError("RobustConjugateGP: `train_Y` must not contain NaN and `train_X` must be finite")
         check_threshold("RobustConjugateGP", c, epsilon)

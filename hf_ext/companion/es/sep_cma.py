@@ -51,7 +51,7 @@ class SepCMAES:
     completes it, so every evaluation, re-evaluations included, passes through ask/tell and is counted. Where
     ``max_evaluations`` ends inside a generation, ``ask`` returns only the rows it leaves and their ``tell`` ends the
     run without an update.
-    ``x0`` must be a non-empty 1-D sequence of finite numbers; it is clipped into the box.
+    ``x0`` must be a non-empty 1-D sequence of finite numbers inside the box ``[lower, upper]``.
     """
 
     def __init__(self, x0, config: ESConfig, weight_scheme: WeightScheme | None = None):
@@ -65,7 +65,14 @@ class SepCMAES:
         if x0.ndim != 1 or x0.size == 0:
             raise ValueError(f"SepCMAES: `x0` must be a non-empty 1-D sequence of numbers, got shape {x0.shape}")
         check_finite("SepCMAES", "x0", x0.tolist())
-        self.mean = np.clip(x0, config.lower, config.upper)
+        outside = np.flatnonzero((x0 < config.lower) | (x0 > config.upper))
+        if outside.size:  # it was clipped without a word: the run started elsewhere than asked
+            raise ValueError(
+                f"SepCMAES: `x0` must lie in the box [lower, upper] = [{config.lower}, {config.upper}] of its "
+                f"ESConfig; entries {outside.tolist()[:10]} are outside ({x0[outside][:10].tolist()}): start inside "
+                "or widen the box"
+            )
+        self.mean = x0.copy()
         n = self.n = self.mean.size
         self.popsize = config.popsize or default_popsize(n)
         self.base = log_weights(self.popsize)

@@ -58,6 +58,8 @@ def distance_weights(window: int, kernel: str = "uniform", sigma: float | None =
     """
     if kernel not in KERNELS:
         raise ValueError(f"`kernel` must be one of {list(KERNELS)}, got {kernel!r}")
+    if sigma is not None and kernel != "gaussian":  # it was ignored without a word
+        raise ValueError(f"`sigma` is the width of kernel='gaussian' only, got sigma={sigma} with kernel={kernel!r}")
     half = window // 2
     if kernel == "uniform":
         return [1.0] * (half + 1)
@@ -142,6 +144,17 @@ def _first_difference(blocks: Sequence[nn.Module]) -> tuple[int, str] | None:
         if differing:
             return index, differing[0]
     return None
+
+
+def _submodule(model: nn.Module, name: str) -> nn.Module:
+    """``model``'s submodule ``name`` for ``blocks``: torch's message names the missing attribute, not the argument."""
+    try:
+        return model.get_submodule(name)
+    except AttributeError as error:
+        raise ValueError(
+            f"GradientSmoothing: `blocks` names no submodule of {type(model).__name__} ({error}); pass the name of "
+            "the nn.ModuleList of blocks (e.g. 'model.layers'), the blocks themselves, or None to find them"
+        ) from None
 
 
 def find_blocks(model: nn.Module) -> tuple[str, nn.ModuleList]:
@@ -302,7 +315,7 @@ class GradientSmoothing(OptimizerWrapper):
         if blocks is None:
             _, blocks = find_blocks(model)
         elif isinstance(blocks, str):
-            blocks = model.get_submodule(blocks)
+            blocks = _submodule(model, blocks)
         elif not isinstance(blocks, Iterable):
             raise TypeError(
                 f"GradientSmoothing: `blocks` must be a submodule's name, a sequence of modules or None, got {blocks!r}"

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from ..._sharded import local, shard_group, squared_norm_part, sum_across
-from ..._validation import check_finite, check_finite_loss, check_number
+from ..._validation import check_finite, check_finite_loss, check_number, check_params
 from ..shared.first_step import check_first_step
 from ..shared.state import restore_state
 
@@ -40,6 +40,7 @@ class LossStepOptimizer(torch.optim.Optimizer):
     _loss = None  # what set_loss handed over, for the next step only: neither saved nor copied
 
     def __init__(self, params, lr: float, momentum: float, weight_decay: float, norm: str, **defaults):
+        params = check_params(type(self).__name__, params)
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, norm=norm, **defaults))
 
     def add_param_group(self, param_group: dict) -> None:

@@ -24,7 +24,7 @@ import torch
 from torch.optim._muon import _adjust_lr
 
 from ..._sharded import local
-from ..._validation import check_count, check_field_type, check_finite, check_finite_number
+from ..._validation import check_count, check_field_type, check_finite, check_finite_number, check_params
 from ..shared.batching import apply_batched, scale_
 from ..shared.first_step import begin_step
 from ..shared.newton_schulz import newton_schulz
@@ -64,6 +64,8 @@ class ShardedMuon(torch.optim.Muon):
         for name, value in (("lr", lr), ("weight_decay", weight_decay), ("eps", eps)):
             if not value >= 0:  # torch's own message names neither the optimizer nor the argument
                 raise ValueError(f"ShardedMuon: `{name}` must be >= 0, got {value}")
+        if not 0 <= momentum < 1:  # torch.optim.Muon refuses only a negative one: 1.5 grows the buffer each step
+            raise ValueError(f"ShardedMuon: `momentum` must be in [0, 1), got {momentum}")
         if adjust_lr_fn not in ADJUST_LR_FNS:
             raise ValueError(f"ShardedMuon: `adjust_lr_fn` must be one of {list(ADJUST_LR_FNS)}, got {adjust_lr_fn!r}")
         # torch's checks and defaults, read off a Muon of one placeholder matrix: torch.optim.Muon's constructor
@@ -79,6 +81,7 @@ class ShardedMuon(torch.optim.Muon):
             ns_steps=ns_steps,
             adjust_lr_fn=adjust_lr_fn,
         ).defaults
+        params = check_params("ShardedMuon", params)
         torch.optim.Optimizer.__init__(self, params, {**settings, "stacked": False, "transposed": False})
 
     def add_param_group(self, param_group: dict) -> None:

@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from ..._sharded import local, shard_group, sharding
-from ..._validation import check_field_type, check_finite, check_finite_gradients, check_finite_number
+from ..._validation import check_field_type, check_finite, check_finite_gradients, check_finite_number, check_params
 from ...models.layout import ParamLayout, model_layout
 from ..shared.batching import apply_batched, scale_
 from ..shared.first_step import begin_step
@@ -229,7 +229,7 @@ class Scion(torch.optim.Optimizer):
                     "parameter groups (scion_param_groups(model) edited, or your own) to choose norms"
                 )
             params = scion_param_groups(params, scales=dict.fromkeys(NORMS, scale))
-        super().__init__(params, defaults)
+        super().__init__(check_params("Scion", params), defaults)
 
     def add_param_group(self, param_group: dict) -> None:
         """torch's, then the group's checks; a refused group is not kept."""

@@ -57,7 +57,7 @@ import torch
 from torch import nn
 
 from ..._sharded import local, shard_group, squared_norm_parts, sum_across
-from ..._validation import check_finite, check_finite_number
+from ..._validation import check_finite, check_finite_number, check_params
 from ...models.layout import ParamLayout, model_layout
 from ..shared.first_step import begin_step
 from ..shared.held import held_tensors, replaced
@@ -171,7 +171,7 @@ class SymmetryCurvature(torch.optim.Optimizer):
             "transposed": False,
             "stacked": False,
         }
-        super().__init__(params, defaults)
+        super().__init__(check_params("SymmetryCurvature", params), defaults)
 
     def add_param_group(self, param_group: dict) -> None:
         """torch's, then the group's checks; a refused group is not kept."""

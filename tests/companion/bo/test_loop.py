@@ -17,6 +17,7 @@ from hf_ext.companion.bo import (
     ClippedGPFactory,
     LogNEIFactory,
     RCGPFactory,
+    RelevancePursuitFactory,
     RobustConjugateGP,
     SingleTaskGPFactory,
     UCBFactory,
@@ -72,6 +73,15 @@ def test_short_run_under_infinite_corruption_keeps_every_point(tmp_path, model, 
     assert ((points >= branin.bounds[0]) & (points <= branin.bounds[1])).all()
     regret = regret_curves(torch.tensor([e.true for e in history]), branin.optimal_value)
     assert (regret["simple"] >= 0).all() and regret["simple"][-1] < regret["simple"][0]
+
+
+@pytest.mark.parametrize("make", [SingleTaskGPFactory, ClippedGPFactory, RelevancePursuitFactory])
+def test_the_exact_gp_factories_refuse_inputs_and_observations_of_other_lengths_by_name(make):
+    """Six inputs and four observations failed inside torch's MultivariateNormal ("The size of tensor a (4) must
+    match the size of tensor b (6)"), naming neither."""
+    X = torch.rand(6, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match=rf"{make.__name__}: `train_X` must be batch_shape x n x d and `train_Y`"):
+        make()(X, torch.rand(4, 1, dtype=torch.float64))
 
 
 def test_the_plain_gp_refuses_an_infinite_observation_and_names_the_robust_model(tmp_path):

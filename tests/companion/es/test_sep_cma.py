@@ -166,6 +166,14 @@ def test_refuses_a_bad_x0_at_construction(x0, message):
         SepCMAES(x0, ESConfig())
 
 
+def test_refuses_an_x0_outside_the_box_naming_the_entries():
+    """Issue 72: ``SepCMAES([100, 100], ESConfig())`` was clipped to the box's corner without a word."""
+    with pytest.raises(ValueError, match=r"SepCMAES: `x0` must lie in the box \[lower, upper\] = \[-5.0, 5.0\] .*"
+                       r"entries \[1\] are outside \(\[100.0\]\)"):
+        SepCMAES([0.0, 100.0], ESConfig())
+    SepCMAES([-5.0, 5.0], ESConfig())  # its faces are inside
+
+
 def test_refuses_an_x0_that_is_not_numbers_by_name():
     """Issue 72: numpy's ``could not convert string to float`` named no argument."""
     with pytest.raises(TypeError, match=r"SepCMAES: `x0` must be a non-empty 1-D sequence of numbers, got 'bogus'"):

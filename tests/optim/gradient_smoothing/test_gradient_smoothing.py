@@ -190,6 +190,8 @@ def test_the_factory_builds_it_for_trainer_with_no_decay_on_norms():
         ({"kernel": "box"}, r"`kernel` must be one of \['uniform', 'triangular', 'gaussian'\]"),
         ({"mode": "both"}, r"`mode` must be one of \['update', 'gradient'\]"),
         ({"boundary": "wrap"}, r"`boundary` must be one of \['renormalize', 'truncate'\]"),
+        ({"blocks": "model.layers"}, r"GradientSmoothing: `blocks` names no submodule of Stack"),
+        ({"sigma": 1.0}, r"`sigma` is the width of kernel='gaussian' only, got sigma=1.0 with kernel='uniform'"),
     ],
 )
 def test_bad_settings_name_the_field(kwargs, message):

@@ -94,3 +94,10 @@ def test_without_nesterov_a_bfloat16_momentum_stays_the_average_of_the_gradients
     optimizer.step()
     expected = torch.zeros_like(param).lerp_(param.grad, 1 - 0.95)
     assert torch.equal(optimizer.state[param]["momentum_buffer"], expected)
+
+
+@pytest.mark.parametrize("momentum", [1.0, 1.5])
+def test_a_momentum_of_one_or_more_is_refused_by_name(momentum):
+    """torch.optim.Muon refuses only a negative momentum; at 1 or more the buffer never forgets (or grows)."""
+    with pytest.raises(ValueError, match=r"ShardedMuon: `momentum` must be in \[0, 1\)"):
+        ShardedMuon([torch.nn.Parameter(torch.randn(4, 4))], momentum=momentum)

@@ -14,7 +14,7 @@ from hf_ext._validation import check_count, check_field_type
 from .graphs import GraphBatch
 from .local_search import local_search_maxcut, local_search_mis
 from .model import FlipGNN, check_trained_for
-from .problems import decode, objective
+from .problems import check_problem, decode, objective
 
 LOCAL_SEARCH = {"mis": local_search_mis, "maxcut": local_search_maxcut}
 
@@ -72,6 +72,7 @@ def solve(
     each chain's expected terminal state is decoded. With ``local_search``, each chain's decoded solution is then
     improved by the problem's classical local search (MIS 2-improvement, max-cut one-flip) before the best is kept,
     the post-processing neural solvers are usually reported with. A model trained for another problem is refused."""
+    check_problem("solve", problem)  # before the model's: that message would suggest training for "tsp"
     check_trained_for("solve", model, problem)
     check_field_type("solve", "seed", seed, int)
     check_field_type("solve", "local_search", local_search, bool)

@@ -97,6 +97,13 @@ def test_solve_refuses_a_seed_or_local_search_of_another_type(name, value, allow
         solve(FlipGNN(4, 1), "mis", batch, 2, 2, **{name: value})
 
 
+def test_solve_refuses_an_unknown_problem_naming_the_choices_before_the_models_problem():
+    """The walk of issue 72: a model trained for MIS asked for "tsp" was told to train one for "tsp"."""
+    batch = batch_graphs([erdos_renyi(5, 0.5, 0)])
+    with pytest.raises(ValueError, match=r"solve: `problem` must be one of \['mis', 'maxcut'\], got 'tsp'"):
+        solve(FlipGNN(4, 1, problem="mis"), "tsp", batch, 2, 2)
+
+
 @pytest.mark.parametrize("problem", ["mis", "maxcut"])
 def test_a_batch_of_only_an_empty_graph_solves_to_nothing(problem):
     values, solution = solve(FlipGNN(4, 1), problem, batch_graphs([Graph(0, np.zeros((0, 2)))]), 3, 2)

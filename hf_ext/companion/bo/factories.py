@@ -78,9 +78,9 @@ def ucb_beta(round_index: int, dim: int, delta: float = 0.1, scale: float = 0.2)
     return scale * theory
 
 
-def _fit_exact_gp(owner: object, model_class: type[SingleTaskGP], X: Tensor, Y: Tensor) -> SingleTaskGP:
+def _fit_exact_gp(owner: object, model_class: type[SingleTaskGP], X: Tensor, Y: Tensor, **options) -> SingleTaskGP:
     check_training_data(type(owner).__name__, X, Y)
-    model = model_class(X, Y.clamp(-CLIP, CLIP), outcome_transform=Standardize(1))
+    model = model_class(X, Y.clamp(-CLIP, CLIP), outcome_transform=Standardize(1), **options)
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     return model
 
@@ -115,10 +115,16 @@ class ClippedGPFactory(SingleTaskGPFactory):
 
 @dataclass
 class RelevancePursuitFactory:
-    """BoTorch's ``RobustRelevancePursuitSingleTaskGP`` (the outside robust baseline); ``+-inf`` clipped to 1e10."""
+    """BoTorch's ``RobustRelevancePursuitSingleTaskGP`` (the outside robust baseline); ``+-inf`` clipped to 1e10.
+
+    Its prior on the number of outliers has mean ``int(0.2 n)`` by default: 0 below five observations, whose log
+    failed the fit ("math domain error"). The mean is at least one outlier here; from five observations on it is
+    BoTorch's.
+    """
 
     def __call__(self, X: Tensor, Y: Tensor) -> RobustRelevancePursuitSingleTaskGP:
-        return _fit_exact_gp(self, RobustRelevancePursuitSingleTaskGP, X, Y)
+        outliers = max(1, int(0.2 * X.shape[-2]))
+        return _fit_exact_gp(self, RobustRelevancePursuitSingleTaskGP, X, Y, prior_mean_of_support=outliers)
 
 
 @dataclass

@@ -84,6 +84,14 @@ def test_the_exact_gp_factories_refuse_inputs_and_observations_of_other_lengths_
         make()(X, torch.rand(4, 1, dtype=torch.float64))
 
 
+def test_relevance_pursuit_fits_fewer_than_five_observations():
+    """BoTorch's default prior mean of the outliers' number, int(0.2 n), is 0 below five points: the fit failed with
+    "math domain error" (a BO loop with model="relevance_pursuit" and n_initial=4 stopped at its first model)."""
+    X = torch.rand(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    model = RelevancePursuitFactory()(X, X.sum(-1, keepdim=True))
+    assert torch.isfinite(model.posterior(X).mean).all()
+
+
 def test_the_plain_gp_refuses_an_infinite_observation_and_names_the_robust_model(tmp_path):
     """Issue 72: one +inf (clipped to 1e10) and one 1e8 gave a posterior mean of 2e7 where the values are 0-4,
     without a word, and the loop ran on with model="gp"; BoTorch's own SingleTaskGP refuses."""

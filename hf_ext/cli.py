@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from hf_ext._cache import cached_text, installed_version, source_stamp
+from hf_ext._checks import check_count
 from hf_ext.recipes import (
     available_recipes,
     load_recipe,
@@ -151,8 +152,6 @@ def check_accelerate_config(path: Path) -> None:
     traceback: its ``distributed_type`` picks the launcher here, and accelerate's own loader checks the rest."""
     from accelerate.commands.config.config_args import load_config_from_file  # imports torch: a user's file only
     from accelerate.utils import DistributedType
-
-    from hf_ext._validation import check_count
 
     kinds = [kind.value for kind in DistributedType]
     settings = read_yaml(path, "--accelerate-config")
